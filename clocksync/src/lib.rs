@@ -1,0 +1,1 @@
+//! Clocks, offset measurement, servos and the global software clock.

@@ -1,0 +1,438 @@
+//! The event model: what one kernel observation carries.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use bincode::{Decode, Encode};
+
+use crate::error::DecodeError;
+
+/// Wire identifier of an event kind. Kinds a decoder does not know are
+/// skipped by length, so older sinks survive newer agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A BPF TX timestamping callback ([`TxEvent`]).
+    Tx,
+    /// Any kind this build does not know.
+    Unknown(u16),
+}
+
+impl EventKind {
+    /// Kind number of [`TxEvent`] records.
+    pub const TX: u16 = 1;
+
+    /// Kind from its wire number.
+    pub fn from_u16(v: u16) -> Self {
+        match v {
+            Self::TX => EventKind::Tx,
+            other => EventKind::Unknown(other),
+        }
+    }
+
+    /// Wire number of this kind.
+    pub fn as_u16(self) -> u16 {
+        match self {
+            EventKind::Tx => Self::TX,
+            EventKind::Unknown(v) => v,
+        }
+    }
+}
+
+/// Stage of an skb's life in the kernel's TX path, one per BPF TX
+/// timestamping callback (`BPF_SOCK_OPS_TSTAMP_*_CB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum TxStage {
+    /// `tcp_sendmsg` tagged the skb (BPF_SOCK_OPS_TSTAMP_SENDMSG_CB).
+    Sendmsg = 0,
+    /// Entered the qdisc / dev_queue_xmit (BPF_SOCK_OPS_TSTAMP_SCHED_CB).
+    Sched = 1,
+    /// Driver handed it to the device, software stamp (TSTAMP_SND_SW_CB).
+    SndSw = 2,
+    /// NIC hardware TX stamp (TSTAMP_SND_HW_CB); `hw_ns` holds it.
+    SndHw = 3,
+    /// Peer acknowledged the last byte (TSTAMP_ACK_CB).
+    Ack = 4,
+}
+
+impl TxStage {
+    /// All stages in path order.
+    pub const ALL: [TxStage; 5] = [
+        TxStage::Sendmsg,
+        TxStage::Sched,
+        TxStage::SndSw,
+        TxStage::SndHw,
+        TxStage::Ack,
+    ];
+
+    /// Stage from its wire value.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Self::ALL.get(v as usize).copied()
+    }
+
+    /// Upper-case name used in summaries, the dissector and the docs.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxStage::Sendmsg => "SENDMSG",
+            TxStage::Sched => "SCHED",
+            TxStage::SndSw => "SND_SW",
+            TxStage::SndHw => "SND_HW",
+            TxStage::Ack => "ACK",
+        }
+    }
+}
+
+/// Which clock an agent's global timestamps come from (datagram header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ClockSource {
+    /// CLOCK_TAI of the agent's own host, mapped from CLOCK_MONOTONIC.
+    System = 0,
+    /// A PTP hardware clock disciplining the global clock.
+    Phc = 1,
+    /// The sink's clock through the kernel-stamped two-way exchange.
+    Sink = 2,
+}
+
+impl ClockSource {
+    /// Source from its wire value.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(ClockSource::System),
+            1 => Some(ClockSource::Phc),
+            2 => Some(ClockSource::Sink),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name used on command lines and in pcapng descriptions.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockSource::System => "system",
+            ClockSource::Phc => "phc",
+            ClockSource::Sink => "sink",
+        }
+    }
+}
+
+/// Servo state of the agent's global clock (datagram header), as in phc2sys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ClockState {
+    /// No usable estimate yet.
+    Unlocked = 0,
+    /// The clock was just stepped.
+    Jump = 1,
+    /// Tracking.
+    Locked = 2,
+    /// Tracking with a small, steady offset.
+    LockedStable = 3,
+}
+
+impl ClockState {
+    /// State from its wire value.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(ClockState::Unlocked),
+            1 => Some(ClockState::Jump),
+            2 => Some(ClockState::Locked),
+            3 => Some(ClockState::LockedStable),
+            _ => None,
+        }
+    }
+
+    /// Upper-case name as phc2sys prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockState::Unlocked => "UNLOCKED",
+            ClockState::Jump => "JUMP",
+            ClockState::Locked => "LOCKED",
+            ClockState::LockedStable => "LOCKED_STABLE",
+        }
+    }
+}
+
+/// A TCP flow as the local host sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Flow {
+    /// Local address.
+    pub saddr: IpAddr,
+    /// Remote address.
+    pub daddr: IpAddr,
+    /// Local port (host order).
+    pub sport: u16,
+    /// Remote port (host order).
+    pub dport: u16,
+}
+
+/// One BPF TX timestamping callback for one tagged skb.
+///
+/// The field order is the wire layout (bincode, fixed-int, little-endian):
+/// do not reorder; append new fields at the end only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
+pub struct TxEvent {
+    /// Raw kernel stamp, `bpf_ktime_get_ns()` (CLOCK_MONOTONIC ns).
+    pub mono_ns: u64,
+    /// The same instant on the global time axis (TAI ns since the epoch).
+    pub global_ns: u64,
+    /// NIC hardware stamp (SND_HW only, raw PHC ns), else 0.
+    pub hw_ns: u64,
+    /// Socket cookie (`bpf_get_socket_cookie`), unique per socket per boot.
+    pub cookie: u64,
+    /// `skb_shinfo(skb)->tskey`: for TCP, sequence number of the skb's last byte.
+    pub tskey: u32,
+    /// TCP sequence number of the first byte of the skb when known
+    /// (SENDMSG, ACK), else 0. With `tskey` it gives the sequence range.
+    pub seq: u32,
+    /// Inode of the socket's network namespace.
+    pub netns: u32,
+    /// CPU the callback ran on.
+    pub cpu: u32,
+    /// Thread-group id of the sender (SENDMSG only, else 0).
+    pub pid: u32,
+    /// Thread id of the sender (SENDMSG only, else 0).
+    pub tid: u32,
+    /// [`TxStage`] as its wire value.
+    pub stage: u8,
+    /// 4 or 6.
+    pub family: u8,
+    /// Local port (host order).
+    pub sport: u16,
+    /// Remote port (host order).
+    pub dport: u16,
+    /// Local address: IPv4 in the first 4 bytes, or IPv6.
+    pub saddr: [u8; 16],
+    /// Remote address, same convention.
+    pub daddr: [u8; 16],
+    /// Sender's task name, NUL-padded (SENDMSG only).
+    pub comm: [u8; 16],
+}
+
+impl TxEvent {
+    /// Encoded size of the version-1 body.
+    pub const BODY_LEN: usize = 110;
+
+    /// Decoded stage; `None` for a value this build does not know.
+    pub fn stage(&self) -> Option<TxStage> {
+        TxStage::from_u8(self.stage)
+    }
+
+    /// Sender task name without NUL padding.
+    pub fn comm_str(&self) -> String {
+        let end = self.comm.iter().position(|&b| b == 0).unwrap_or(16);
+        String::from_utf8_lossy(&self.comm[..end]).into_owned()
+    }
+
+    /// The flow as typed addresses.
+    pub fn flow(&self) -> Flow {
+        let addr = |a: &[u8; 16]| -> IpAddr {
+            if self.family == 6 {
+                IpAddr::V6(Ipv6Addr::from(*a))
+            } else {
+                IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
+            }
+        };
+        Flow {
+            saddr: addr(&self.saddr),
+            daddr: addr(&self.daddr),
+            sport: self.sport,
+            dport: self.dport,
+        }
+    }
+
+    /// Store a flow's addresses in the wire convention.
+    pub fn set_flow(&mut self, flow: &Flow) {
+        let put = |ip: IpAddr| -> [u8; 16] {
+            match ip {
+                IpAddr::V4(v4) => {
+                    let mut a = [0u8; 16];
+                    a[..4].copy_from_slice(&v4.octets());
+                    a
+                }
+                IpAddr::V6(v6) => v6.octets(),
+            }
+        };
+        self.family = if flow.saddr.is_ipv6() { 6 } else { 4 };
+        self.saddr = put(flow.saddr);
+        self.daddr = put(flow.daddr);
+        self.sport = flow.sport;
+        self.dport = flow.dport;
+    }
+
+    /// One-line human summary (pcapng packet comment).
+    pub fn summary(&self) -> String {
+        let stage = self.stage().map(TxStage::name).unwrap_or("?");
+        let f = self.flow();
+        let mut s = format!(
+            "{stage} {}:{} > {}:{} cookie={} tskey={} cpu={}",
+            f.saddr, f.sport, f.daddr, f.dport, self.cookie, self.tskey, self.cpu
+        );
+        if self.pid != 0 {
+            s.push_str(&format!(" pid={} comm={}", self.pid, self.comm_str()));
+        }
+        s
+    }
+
+    /// Decode a body; trailing bytes (fields of a newer version) are ignored.
+    pub fn decode_body(body: &[u8]) -> Result<Self, DecodeError> {
+        if body.len() < Self::BODY_LEN {
+            return Err(DecodeError::BodyTooShort {
+                kind: EventKind::TX,
+                len: body.len(),
+                need: Self::BODY_LEN,
+            });
+        }
+        let (ev, _): (TxEvent, usize) =
+            bincode::decode_from_slice(&body[..Self::BODY_LEN], crate::bincode_config())?;
+        if ev.stage().is_none() {
+            return Err(DecodeError::BadField {
+                kind: EventKind::TX,
+                field: "stage",
+            });
+        }
+        if ev.family != 4 && ev.family != 6 {
+            return Err(DecodeError::BadField {
+                kind: EventKind::TX,
+                field: "family",
+            });
+        }
+        Ok(ev)
+    }
+
+    /// Append the encoded body to `out`.
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + Self::BODY_LEN, 0);
+        // A fixed-size struct into a buffer of exactly its size cannot fail.
+        let n = bincode::encode_into_slice(self, &mut out[start..], crate::bincode_config())
+            .expect("TxEvent encodes into BODY_LEN bytes");
+        debug_assert_eq!(n, Self::BODY_LEN);
+    }
+}
+
+impl Default for TxEvent {
+    fn default() -> Self {
+        TxEvent {
+            mono_ns: 0,
+            global_ns: 0,
+            hw_ns: 0,
+            cookie: 0,
+            tskey: 0,
+            seq: 0,
+            netns: 0,
+            cpu: 0,
+            pid: 0,
+            tid: 0,
+            stage: 0,
+            family: 4,
+            sport: 0,
+            dport: 0,
+            saddr: [0; 16],
+            daddr: [0; 16],
+            comm: [0; 16],
+        }
+    }
+}
+
+/// A decoded event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A TX timestamping callback.
+    Tx(TxEvent),
+    /// A kind this build does not know; kept as its raw body length.
+    Unknown {
+        /// Wire kind number.
+        kind: u16,
+        /// Body length in bytes.
+        len: usize,
+    },
+}
+
+impl Event {
+    /// The event's kind.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::Tx(_) => EventKind::Tx,
+            Event::Unknown { kind, .. } => EventKind::Unknown(*kind),
+        }
+    }
+
+    /// Global timestamp, if the kind carries one.
+    pub fn global_ns(&self) -> Option<u64> {
+        match self {
+            Event::Tx(e) => Some(e.global_ns),
+            Event::Unknown { .. } => None,
+        }
+    }
+
+    /// One-line summary.
+    pub fn summary(&self) -> String {
+        match self {
+            Event::Tx(e) => e.summary(),
+            Event::Unknown { kind, len } => format!("unknown event kind {kind} ({len} bytes)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_len_matches_layout() {
+        let mut out = Vec::new();
+        TxEvent::default().encode_body(&mut out);
+        assert_eq!(out.len(), TxEvent::BODY_LEN);
+    }
+
+    #[test]
+    fn field_offsets_are_the_documented_ones() {
+        // docs/wire-format.md and the Lua dissector read these offsets.
+        let ev = TxEvent {
+            mono_ns: 0x0102030405060708,
+            global_ns: 0x1112131415161718,
+            cookie: 0xAABB,
+            tskey: 0xDEADBEEF,
+            netns: 0x4030201,
+            stage: 4,
+            family: 6,
+            sport: 0x1234,
+            dport: 0x5678,
+            comm: *b"iperf3\0\0\0\0\0\0\0\0\0\0",
+            ..TxEvent::default()
+        };
+        let mut b = Vec::new();
+        ev.encode_body(&mut b);
+        assert_eq!(&b[0..8], &0x0102030405060708u64.to_le_bytes());
+        assert_eq!(&b[8..16], &0x1112131415161718u64.to_le_bytes());
+        assert_eq!(&b[24..32], &0xAABBu64.to_le_bytes());
+        assert_eq!(&b[32..36], &0xDEADBEEFu32.to_le_bytes());
+        assert_eq!(&b[40..44], &0x4030201u32.to_le_bytes());
+        assert_eq!(b[56], 4);
+        assert_eq!(b[57], 6);
+        assert_eq!(&b[58..60], &0x1234u16.to_le_bytes());
+        assert_eq!(&b[60..62], &0x5678u16.to_le_bytes());
+        assert_eq!(&b[94..100], b"iperf3");
+    }
+
+    #[test]
+    fn flow_round_trip_v4_v6() {
+        for flow in [
+            Flow {
+                saddr: "10.0.0.1".parse().unwrap(),
+                daddr: "10.0.0.2".parse().unwrap(),
+                sport: 40000,
+                dport: 5201,
+            },
+            Flow {
+                saddr: "fd00::1".parse().unwrap(),
+                daddr: "fd00::2".parse().unwrap(),
+                sport: 1,
+                dport: 65535,
+            },
+        ] {
+            let mut ev = TxEvent::default();
+            ev.set_flow(&flow);
+            assert_eq!(ev.flow(), flow);
+        }
+    }
+}

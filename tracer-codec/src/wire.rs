@@ -1,0 +1,330 @@
+//! Datagram framing, wire format version 1 (see docs/wire-format.md).
+//!
+//! ```text
+//! datagram = header record*
+//! header   = magic "NTRC" | version u16 | header_len u16 | agent_id u64
+//!          | boot_id [16] | seq u64 | lost_events u64 | first_event_seq u64
+//!          | clock_source u8 | clock_state u8 | event_count u16
+//!          | hostname_len u8 | hostname [hostname_len]
+//! record   = kind u16 | len u16 | body [len]        (body: bincode fixint LE)
+//! ```
+//! All integers little-endian. `header_len` lets a later version append
+//! header fields; `len` lets a decoder skip kinds it does not know.
+
+use crate::error::DecodeError;
+use crate::event::{Event, EventKind, TxEvent};
+
+/// First four bytes of every datagram.
+pub const MAGIC: [u8; 4] = *b"NTRC";
+/// The wire version this build writes and reads.
+pub const WIRE_VERSION: u16 = 1;
+/// Header bytes before the hostname.
+pub const HEADER_FIXED_LEN: usize = 61;
+/// Longest hostname carried (bytes).
+pub const MAX_HOSTNAME_LEN: usize = 64;
+/// Bytes of a record's kind + length prefix.
+pub const RECORD_HEADER_LEN: usize = 4;
+/// Largest UDP payload over IPv4; nothing larger is ever valid.
+pub const MAX_DATAGRAM_LEN: usize = 65_507;
+
+/// The datagram header, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatagramHeader {
+    /// Wire version of the datagram.
+    pub version: u16,
+    /// Random id chosen at agent start (or set by `--agent-id`).
+    pub agent_id: u64,
+    /// The agent host's boot id (`/proc/sys/kernel/random/boot_id`).
+    pub boot_id: [u8; 16],
+    /// Per-agent datagram sequence number, from 0, +1 per datagram.
+    pub seq: u64,
+    /// Cumulative events the agent lost before sending (BPF ring-buffer
+    /// reserve failures and agent-side drops).
+    pub lost_events: u64,
+    /// Per-agent sequence number of this datagram's first event.
+    pub first_event_seq: u64,
+    /// [`crate::ClockSource`] as its wire value.
+    pub clock_source: u8,
+    /// [`crate::ClockState`] as its wire value.
+    pub clock_state: u8,
+    /// Number of records that follow.
+    pub event_count: u16,
+    /// The agent's hostname (at most [`MAX_HOSTNAME_LEN`] bytes of UTF-8).
+    pub hostname: String,
+}
+
+impl DatagramHeader {
+    /// Encoded length of this header.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_FIXED_LEN + self.hostname.len()
+    }
+
+    /// Write the header into `out[..encoded_len()]`.
+    fn write_into(&self, out: &mut [u8]) {
+        let hl = self.encoded_len();
+        out[0..4].copy_from_slice(&MAGIC);
+        out[4..6].copy_from_slice(&self.version.to_le_bytes());
+        out[6..8].copy_from_slice(&(hl as u16).to_le_bytes());
+        out[8..16].copy_from_slice(&self.agent_id.to_le_bytes());
+        out[16..32].copy_from_slice(&self.boot_id);
+        out[32..40].copy_from_slice(&self.seq.to_le_bytes());
+        out[40..48].copy_from_slice(&self.lost_events.to_le_bytes());
+        out[48..56].copy_from_slice(&self.first_event_seq.to_le_bytes());
+        out[56] = self.clock_source;
+        out[57] = self.clock_state;
+        out[58..60].copy_from_slice(&self.event_count.to_le_bytes());
+        out[60] = self.hostname.len() as u8;
+        out[61..hl].copy_from_slice(self.hostname.as_bytes());
+    }
+
+    /// Decode and validate a header; returns it and the offset of the first record.
+    pub fn decode(buf: &[u8]) -> Result<(Self, usize), DecodeError> {
+        if buf.len() > MAX_DATAGRAM_LEN {
+            return Err(DecodeError::TooLarge {
+                len: buf.len(),
+                max: MAX_DATAGRAM_LEN,
+            });
+        }
+        if buf.len() < HEADER_FIXED_LEN {
+            return Err(DecodeError::TooShort {
+                len: buf.len(),
+                need: HEADER_FIXED_LEN,
+            });
+        }
+        let found: [u8; 4] = [buf[0], buf[1], buf[2], buf[3]];
+        if found != MAGIC {
+            return Err(DecodeError::BadMagic { found });
+        }
+        let u16_at = |o: usize| u16::from_le_bytes([buf[o], buf[o + 1]]);
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&buf[o..o + 8]);
+            u64::from_le_bytes(b)
+        };
+        let version = u16_at(4);
+        if version != WIRE_VERSION {
+            return Err(DecodeError::UnsupportedVersion {
+                found: version,
+                supported: WIRE_VERSION,
+            });
+        }
+        let header_len = u16_at(6) as usize;
+        let host_len = buf[60] as usize;
+        if header_len < HEADER_FIXED_LEN + host_len || header_len > buf.len() {
+            return Err(DecodeError::BadHeaderLen {
+                header_len,
+                len: buf.len(),
+            });
+        }
+        if host_len > MAX_HOSTNAME_LEN {
+            return Err(DecodeError::BadHostname("longer than 64 bytes"));
+        }
+        let hostname = std::str::from_utf8(&buf[61..61 + host_len])
+            .map_err(|_| DecodeError::BadHostname("not UTF-8"))?
+            .to_owned();
+        let mut boot_id = [0u8; 16];
+        boot_id.copy_from_slice(&buf[16..32]);
+        Ok((
+            DatagramHeader {
+                version,
+                agent_id: u64_at(8),
+                boot_id,
+                seq: u64_at(32),
+                lost_events: u64_at(40),
+                first_event_seq: u64_at(48),
+                clock_source: buf[56],
+                clock_state: buf[57],
+                event_count: u16_at(58),
+                hostname,
+            },
+            header_len,
+        ))
+    }
+}
+
+/// One framed record, borrowed from a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawRecord<'a> {
+    /// Kind number.
+    pub kind: u16,
+    /// The body bytes.
+    pub body: &'a [u8],
+    /// The whole record: kind, length and body, as on the wire.
+    pub bytes: &'a [u8],
+}
+
+impl RawRecord<'_> {
+    /// Decode the body; unknown kinds decode to [`Event::Unknown`].
+    pub fn decode(&self) -> Result<Event, DecodeError> {
+        match EventKind::from_u16(self.kind) {
+            EventKind::Tx => TxEvent::decode_body(self.body).map(Event::Tx),
+            EventKind::Unknown(kind) => Ok(Event::Unknown {
+                kind,
+                len: self.body.len(),
+            }),
+        }
+    }
+}
+
+/// Split `buf` into records, validating framing only.
+pub fn split_records(buf: &[u8]) -> Result<Vec<RawRecord<'_>>, DecodeError> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < buf.len() {
+        let have = buf.len() - off;
+        if have < RECORD_HEADER_LEN {
+            return Err(DecodeError::TruncatedRecord {
+                index: out.len(),
+                need: RECORD_HEADER_LEN,
+                have,
+            });
+        }
+        let kind = u16::from_le_bytes([buf[off], buf[off + 1]]);
+        let len = u16::from_le_bytes([buf[off + 2], buf[off + 3]]) as usize;
+        let need = RECORD_HEADER_LEN + len;
+        if have < need {
+            return Err(DecodeError::TruncatedRecord {
+                index: out.len(),
+                need,
+                have,
+            });
+        }
+        out.push(RawRecord {
+            kind,
+            body: &buf[off + RECORD_HEADER_LEN..off + need],
+            bytes: &buf[off..off + need],
+        });
+        off += need;
+    }
+    Ok(out)
+}
+
+/// A validated datagram: its header, its records and their decoded events.
+#[derive(Debug, Clone)]
+pub struct Datagram<'a> {
+    /// The header.
+    pub header: DatagramHeader,
+    /// Records in order, with the decoded event of each.
+    pub records: Vec<(RawRecord<'a>, Event)>,
+}
+
+impl<'a> Datagram<'a> {
+    /// Validate a whole datagram: header, framing, event count, every known
+    /// body. Either all of it is good or it is rejected, so a receiver never
+    /// half-writes a datagram.
+    pub fn decode(buf: &'a [u8]) -> Result<Self, DecodeError> {
+        let (header, off) = DatagramHeader::decode(buf)?;
+        let raw = split_records(&buf[off..])?;
+        if raw.len() != header.event_count as usize {
+            return Err(DecodeError::EventCountMismatch {
+                expected: header.event_count as usize,
+                found: raw.len(),
+            });
+        }
+        let mut records = Vec::with_capacity(raw.len());
+        for r in raw {
+            let ev = r.decode()?;
+            records.push((r, ev));
+        }
+        Ok(Datagram { header, records })
+    }
+}
+
+/// Fills one datagram with records up to a size limit, then frames it.
+#[derive(Debug)]
+pub struct DatagramBuilder {
+    max_len: usize,
+    header_len: usize,
+    buf: Vec<u8>,
+    count: u16,
+}
+
+impl DatagramBuilder {
+    /// A builder for datagrams of at most `max_len` bytes (clamped to
+    /// [`MAX_DATAGRAM_LEN`]) from an agent named `hostname` (truncated to
+    /// [`MAX_HOSTNAME_LEN`] bytes on a character boundary).
+    pub fn new(hostname: &str, max_len: usize) -> Self {
+        let header_len = HEADER_FIXED_LEN + truncate_hostname(hostname).len();
+        let max_len = max_len.clamp(header_len + RECORD_HEADER_LEN, MAX_DATAGRAM_LEN);
+        let mut buf = Vec::with_capacity(max_len);
+        buf.resize(header_len, 0);
+        DatagramBuilder {
+            max_len,
+            header_len,
+            buf,
+            count: 0,
+        }
+    }
+
+    /// Records in the pending datagram.
+    pub fn count(&self) -> u16 {
+        self.count
+    }
+
+    /// True when no record is pending.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes the pending datagram would have.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Append a TX event; `false` (and nothing appended) when it does not fit.
+    pub fn push_tx(&mut self, ev: &TxEvent) -> bool {
+        let need = RECORD_HEADER_LEN + TxEvent::BODY_LEN;
+        if self.buf.len() + need > self.max_len || self.count == u16::MAX {
+            return false;
+        }
+        self.buf.extend_from_slice(&EventKind::TX.to_le_bytes());
+        self.buf
+            .extend_from_slice(&(TxEvent::BODY_LEN as u16).to_le_bytes());
+        ev.encode_body(&mut self.buf);
+        self.count += 1;
+        true
+    }
+
+    /// Append an already-encoded body of any kind; `false` when it does not fit.
+    pub fn push_raw(&mut self, kind: u16, body: &[u8]) -> bool {
+        let need = RECORD_HEADER_LEN + body.len();
+        if body.len() > u16::MAX as usize
+            || self.buf.len() + need > self.max_len
+            || self.count == u16::MAX
+        {
+            return false;
+        }
+        self.buf.extend_from_slice(&kind.to_le_bytes());
+        self.buf.extend_from_slice(&(body.len() as u16).to_le_bytes());
+        self.buf.extend_from_slice(body);
+        self.count += 1;
+        true
+    }
+
+    /// Frame the pending records with `header` (its `event_count` and
+    /// hostname are set from the builder) and return the datagram bytes.
+    /// The builder is empty again afterwards.
+    pub fn finish(&mut self, header: &DatagramHeader) -> Vec<u8> {
+        let mut h = header.clone();
+        h.event_count = self.count;
+        h.hostname = truncate_hostname(&header.hostname).to_owned();
+        debug_assert_eq!(h.encoded_len(), self.header_len, "hostname changed");
+        let mut out = std::mem::replace(&mut self.buf, Vec::with_capacity(self.max_len));
+        self.buf.resize(self.header_len, 0);
+        self.count = 0;
+        h.write_into(&mut out[..self.header_len]);
+        out
+    }
+}
+
+/// `s` cut to at most [`MAX_HOSTNAME_LEN`] bytes on a character boundary.
+pub fn truncate_hostname(s: &str) -> &str {
+    if s.len() <= MAX_HOSTNAME_LEN {
+        return s;
+    }
+    let mut end = MAX_HOSTNAME_LEN;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

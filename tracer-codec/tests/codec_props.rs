@@ -1,0 +1,178 @@
+//! Property tests: every encodable datagram round-trips, and no byte string
+//! makes the decoder panic or accept a datagram whose framing is broken.
+
+use proptest::prelude::*;
+use tracer_codec::*;
+
+fn arb_tx() -> impl Strategy<Value = TxEvent> {
+    (
+        any::<[u64; 5]>(),
+        any::<[u32; 6]>(),
+        0u8..5,
+        prop_oneof![Just(4u8), Just(6u8)],
+        any::<(u16, u16)>(),
+        any::<([u8; 16], [u8; 16], [u8; 16])>(),
+    )
+        .prop_map(|(w, d, stage, family, (sport, dport), (saddr, daddr, comm))| TxEvent {
+            mono_ns: w[0],
+            global_ns: w[1],
+            hw_ns: w[2],
+            cookie: w[3],
+            tskey: d[0],
+            seq: d[1],
+            netns: d[2],
+            cpu: d[3],
+            pid: d[4],
+            tid: d[5],
+            stage,
+            family,
+            sport,
+            dport,
+            saddr,
+            daddr,
+            comm,
+        })
+}
+
+fn header(host: &str, seq: u64) -> DatagramHeader {
+    DatagramHeader {
+        version: WIRE_VERSION,
+        agent_id: 0x1234_5678_9abc_def0,
+        boot_id: [7; 16],
+        seq,
+        lost_events: 3,
+        first_event_seq: seq.wrapping_mul(10),
+        clock_source: 0,
+        clock_state: 2,
+        event_count: 0,
+        hostname: host.to_owned(),
+    }
+}
+
+proptest! {
+    #[test]
+    fn datagram_round_trip(events in prop::collection::vec(arb_tx(), 0..40),
+                           host in "[a-z0-9.-]{0,80}", seq in any::<u64>(),
+                           max_len in 200usize..70_000) {
+        let mut b = DatagramBuilder::new(&host, max_len);
+        let mut pushed = Vec::new();
+        for e in &events {
+            if !b.push_tx(e) { break; }
+            pushed.push(*e);
+        }
+        let bytes = b.finish(&header(&host, seq));
+        prop_assert!(bytes.len() <= max_len.max(HEADER_FIXED_LEN + 64 + 4));
+        let d = Datagram::decode(&bytes).unwrap();
+        prop_assert_eq!(d.header.seq, seq);
+        prop_assert_eq!(d.header.event_count as usize, pushed.len());
+        prop_assert!(host.starts_with(&d.header.hostname));
+        let got: Vec<TxEvent> = d.records.iter().map(|(_, e)| match e {
+            Event::Tx(t) => *t, other => panic!("unexpected {other:?}"),
+        }).collect();
+        prop_assert_eq!(got, pushed);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+        let _ = Datagram::decode(&bytes);
+        let _ = CaptureRecord::decode(&bytes);
+    }
+
+    #[test]
+    fn corrupted_datagrams_never_panic(events in prop::collection::vec(arb_tx(), 1..10),
+                                       flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+                                       cut in any::<usize>()) {
+        let mut b = DatagramBuilder::new("h", 9000);
+        for e in &events { b.push_tx(e); }
+        let mut bytes = b.finish(&header("h", 1));
+        for (i, v) in flips { let n = bytes.len(); bytes[i % n] = v; }
+        let cut = cut % (bytes.len() + 1);
+        if let Ok(d) = Datagram::decode(&bytes[..cut]) {
+            // Whatever is accepted is self-consistent.
+            prop_assert_eq!(d.records.len(), d.header.event_count as usize);
+        }
+    }
+
+    #[test]
+    fn truncation_is_always_rejected(events in prop::collection::vec(arb_tx(), 1..10), cut in 1usize..2000) {
+        let mut b = DatagramBuilder::new("host", 9000);
+        for e in &events { b.push_tx(e); }
+        let bytes = b.finish(&header("host", 1));
+        let cut = cut.min(bytes.len());
+        prop_assert!(Datagram::decode(&bytes[..bytes.len() - cut]).is_err());
+    }
+}
+
+#[test]
+fn unknown_kinds_are_skipped_by_length() {
+    let mut b = DatagramBuilder::new("newer", 9000);
+    assert!(b.push_raw(999, &[1, 2, 3, 4, 5]));
+    assert!(b.push_tx(&TxEvent::default()));
+    let bytes = b.finish(&header("newer", 0));
+    let d = Datagram::decode(&bytes).unwrap();
+    assert_eq!(d.records.len(), 2);
+    assert_eq!(d.records[0].1, Event::Unknown { kind: 999, len: 5 });
+    assert!(matches!(d.records[1].1, Event::Tx(_)));
+}
+
+#[test]
+fn newer_tx_body_with_extra_fields_decodes() {
+    let mut body = Vec::new();
+    TxEvent { cookie: 42, ..TxEvent::default() }.encode_body(&mut body);
+    body.extend_from_slice(&[0xEE; 12]);
+    let mut b = DatagramBuilder::new("h", 9000);
+    assert!(b.push_raw(EventKind::TX, &body));
+    let bytes = b.finish(&header("h", 0));
+    let d = Datagram::decode(&bytes).unwrap();
+    assert!(matches!(d.records[0].1, Event::Tx(TxEvent { cookie: 42, .. })));
+}
+
+#[test]
+fn rejections_have_specific_reasons() {
+    let mut b = DatagramBuilder::new("h", 9000);
+    b.push_tx(&TxEvent::default());
+    let good = b.finish(&header("h", 0));
+
+    let mut bad_magic = good.clone();
+    bad_magic[0] = b'X';
+    assert_eq!(Datagram::decode(&bad_magic).unwrap_err().reason(), "bad_magic");
+
+    let mut v2 = good.clone();
+    v2[4] = 2;
+    assert_eq!(Datagram::decode(&v2).unwrap_err().reason(), "bad_version");
+
+    assert_eq!(Datagram::decode(&good[..10]).unwrap_err().reason(), "too_short");
+    assert_eq!(
+        Datagram::decode(&good[..good.len() - 1]).unwrap_err().reason(),
+        "truncated_record"
+    );
+    let mut count = good.clone();
+    count[58] = 2;
+    assert_eq!(Datagram::decode(&count).unwrap_err().reason(), "event_count_mismatch");
+
+    let mut stage = good.clone();
+    let body_off = HEADER_FIXED_LEN + 1 + RECORD_HEADER_LEN;
+    stage[body_off + 56] = 9;
+    assert_eq!(Datagram::decode(&stage).unwrap_err().reason(), "bad_field");
+
+    let huge = vec![0u8; MAX_DATAGRAM_LEN + 1];
+    assert_eq!(Datagram::decode(&huge).unwrap_err().reason(), "too_large");
+    for r in [&bad_magic, &v2, &count, &stage] {
+        let reason = Datagram::decode(r).unwrap_err().reason();
+        assert!(DecodeError::ALL_REASONS.contains(&reason));
+    }
+}
+
+#[test]
+fn capture_record_round_trip() {
+    let mut b = DatagramBuilder::new("h", 9000);
+    let ev = TxEvent { cookie: 7, tskey: 99, ..TxEvent::default() };
+    b.push_tx(&ev);
+    let bytes = b.finish(&header("h", 0));
+    let d = Datagram::decode(&bytes).unwrap();
+    let mut out = Vec::new();
+    CaptureRecord::encode(&mut out, 5, 77, 2, 3, "sender", d.records[0].0.bytes);
+    let c = CaptureRecord::decode(&out).unwrap();
+    assert_eq!((c.agent_id, c.event_seq, c.clock_source, c.clock_state, c.host), (5, 77, 2, 3, "sender"));
+    assert_eq!(c.record.decode().unwrap(), Event::Tx(ev));
+}
