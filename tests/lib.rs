@@ -1,1 +1,4 @@
-//! Shared helpers for the end-to-end tests.
+//! Shared helpers for the end-to-end tests: locating the built binaries,
+//! running tshark with the dissector, and network namespaces.
+
+pub mod bins;
