@@ -1,1 +1,10 @@
-//! tracer-agent library.
+//! tracer-agent: loads the BPF probes, converts kernel stamps to the
+//! global clock, batches events into datagrams and sends them to a sink.
+
+pub mod pipeline;
+pub mod preflight;
+pub mod probes;
+pub mod run;
+pub mod sender;
+pub mod stats;
+pub mod timebase;

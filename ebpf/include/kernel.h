@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The few kernel types the probes use, written by hand instead of a full
+ * vmlinux.h: small, reviewable, and portable through CO-RE. Kernel-internal
+ * structs carry preserve_access_index, so only the named fields must exist
+ * on the running kernel; their offsets are relocated at load time.
+ * UAPI context structs (struct bpf_sock_ops) are ABI and keep their layout.
+ */
+#ifndef TRACER_KERNEL_H
+#define TRACER_KERNEL_H
+
+typedef unsigned char __u8;
+typedef signed char __s8;
+typedef unsigned short __u16;
+typedef short __s16;
+typedef unsigned int __u32;
+typedef int __s32;
+typedef unsigned long long __u64;
+typedef long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u64 __be64;
+typedef __u32 __wsum;
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+/* UAPI (include/uapi/linux/bpf.h). */
+enum bpf_map_type {
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_RB_NO_WAKEUP = (1ULL << 0),
+	BPF_RB_FORCE_WAKEUP = (1ULL << 1),
+};
+
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+};
+
+enum {
+	BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB = 4,
+	BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB = 5,
+	/* BPF TX timestamping, Linux >= 6.15. */
+	BPF_SOCK_OPS_TSTAMP_SCHED_CB = 16,
+	BPF_SOCK_OPS_TSTAMP_SND_SW_CB = 17,
+	BPF_SOCK_OPS_TSTAMP_SND_HW_CB = 18,
+	BPF_SOCK_OPS_TSTAMP_ACK_CB = 19,
+	BPF_SOCK_OPS_TSTAMP_SENDMSG_CB = 20,
+};
+
+#define SOL_SOCKET 1
+#define SK_BPF_CB_FLAGS 1009
+#define SK_BPF_CB_TX_TIMESTAMPING 1
+#define AF_INET 2
+#define AF_INET6 10
+
+struct bpf_sock;
+
+#define __bpf_md_ptr(type, name)	\
+union {					\
+	type name;			\
+	__u64 :64;			\
+} __attribute__((aligned(8)))
+
+/* Program context of sockops programs: UAPI layout, rewritten by the verifier. */
+struct bpf_sock_ops {
+	__u32 op;
+	union {
+		__u32 args[4];
+		__u32 reply;
+		__u32 replylong[4];
+	};
+	__u32 family;
+	__u32 remote_ip4;
+	__u32 local_ip4;
+	__u32 remote_ip6[4];
+	__u32 local_ip6[4];
+	__u32 remote_port;
+	__u32 local_port;
+	__u32 is_fullsock;
+	__u32 snd_cwnd;
+	__u32 srtt_us;
+	__u32 bpf_sock_ops_cb_flags;
+	__u32 state;
+	__u32 rtt_min;
+	__u32 snd_ssthresh;
+	__u32 rcv_nxt;
+	__u32 snd_nxt;
+	__u32 snd_una;
+	__u32 mss_cache;
+	__u32 ecn_flags;
+	__u32 rate_delivered;
+	__u32 rate_interval_us;
+	__u32 packets_out;
+	__u32 retrans_out;
+	__u32 total_retrans;
+	__u32 segs_in;
+	__u32 data_segs_in;
+	__u32 segs_out;
+	__u32 data_segs_out;
+	__u32 lost_out;
+	__u32 sacked_out;
+	__u32 sk_txhash;
+	__u64 bytes_received;
+	__u64 bytes_acked;
+	__bpf_md_ptr(struct bpf_sock *, sk);
+	__bpf_md_ptr(void *, skb_data);
+	__bpf_md_ptr(void *, skb_data_end);
+	__u32 skb_len;
+	__u32 skb_tcp_flags;
+	__u64 skb_hwtstamp;
+};
+
+/* Kernel internals, relocated by CO-RE. */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct sock_common {
+	possible_net_t skc_net;
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_common __sk_common;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	unsigned char *head;
+	unsigned int end;	/* offset from head on 64-bit kernels */
+	char cb[48];
+} __attribute__((preserve_access_index));
+
+struct skb_shared_info {
+	__u32 tskey;
+} __attribute__((preserve_access_index));
+
+struct bpf_sock_ops_kern {
+	struct sock *sk;
+	struct sk_buff *skb;
+} __attribute__((preserve_access_index));
+
+#endif /* TRACER_KERNEL_H */

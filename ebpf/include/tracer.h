@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Records the probes write into the ring buffer. This header is the single
+ * source of truth for their layout; the agent checks its Rust mirror against
+ * the BTF of the compiled object at build time (see tracer-agent/build.rs).
+ */
+#ifndef TRACER_H
+#define TRACER_H
+
+/* Every record starts with this header so several probes can share one ring. */
+struct record_hdr {
+	__u16 kind;	/* enum record_kind */
+	__u16 len;	/* whole record, header included */
+	__u32 _pad;
+};
+
+enum record_kind {
+	RECORD_TX = 1,
+};
+
+/* Values of tx_record.stage; the same numbers as on the wire. */
+enum tx_stage {
+	TX_SENDMSG = 0,
+	TX_SCHED = 1,
+	TX_SND_SW = 2,
+	TX_SND_HW = 3,
+	TX_ACK = 4,
+};
+
+/* One BPF TX timestamping callback. */
+struct tx_record {
+	struct record_hdr hdr;
+	__u64 mono_ns;		/* bpf_ktime_get_ns() */
+	__u64 hw_ns;		/* NIC stamp at SND_HW, else 0 */
+	__u64 cookie;		/* socket cookie */
+	__u32 tskey;		/* skb_shinfo(skb)->tskey */
+	__u32 seq;		/* TCP_SKB_CB(skb)->seq at SENDMSG and ACK, else 0 */
+	__u32 netns;		/* netns inode */
+	__u32 cpu;
+	__u32 pid;		/* tgid, SENDMSG only */
+	__u32 tid;		/* SENDMSG only */
+	__u8 stage;		/* enum tx_stage */
+	__u8 family;		/* 4 or 6 */
+	__u16 sport;		/* host order */
+	__u16 dport;		/* host order */
+	__u16 _pad;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	char comm[16];
+};
+
+/* Indexes of the per-CPU counter array `counters`. */
+enum counter {
+	CTR_RB_LOST = 0,	/* ring-buffer reserve failures: events lost */
+	CTR_SETSOCKOPT_ERR = 1,	/* SK_BPF_CB_FLAGS refused (kernel lacks it?) */
+	CTR_TAG_ERR = 2,	/* bpf_sock_ops_enable_tx_tstamp failed */
+	CTR_SOCKETS = 3,	/* sockets enabled for TX timestamping */
+	CTR_SAMPLED_OUT = 4,	/* sendmsg calls skipped by --sample-every */
+	CTR_MAX = 5,
+};
+
+#endif /* TRACER_H */

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * TX timestamping probe: a sockops program that turns on BPF TX
+ * timestamping (Linux >= 6.15) for established TCP sockets of the traced
+ * network namespace, tags sent skbs at sendmsg, and writes one ring-buffer
+ * record per timestamping callback (SENDMSG, SCHED, SND_SW, SND_HW, ACK).
+ *
+ * Cost matters: every callback runs in the sender's TX path. Filters run
+ * before any ring-buffer work, and records are submitted without a wakeup
+ * unless enough data is queued (the agent drains on a short timer).
+ */
+#include "include/kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "include/tracer.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Configuration, set by the agent between open and load. */
+const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
+const volatile __u32 sample_every = 1;	/* tag one sendmsg in N */
+const volatile __u64 wakeup_bytes = 256 * 1024; /* force a wakeup past this */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 * 1024 * 1024);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CTR_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+extern int bpf_sock_ops_enable_tx_tstamp(struct bpf_sock_ops_kern *skops,
+					 u64 flags) __ksym;
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u32 sock_netns(struct bpf_sock_ops_kern *k)
+{
+	return BPF_CORE_READ(k->sk, __sk_common.skc_net.net, ns.inum);
+}
+
+/* Established socket: enable TX timestamping callbacks if it is ours. */
+static __always_inline int on_established(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
+	int flags = SK_BPF_CB_TX_TIMESTAMPING;
+
+	if (target_netns && sock_netns(k) != target_netns)
+		return 1;
+	if (bpf_setsockopt(skops, SOL_SOCKET, SK_BPF_CB_FLAGS, &flags,
+			   sizeof(flags))) {
+		count(CTR_SETSOCKOPT_ERR);
+		return 1;
+	}
+	count(CTR_SOCKETS);
+	return 1;
+}
+
+/* One in sample_every sendmsg calls is tagged; the rest cost one counter. */
+static __always_inline bool sampled_out(void)
+{
+	__u32 idx = CTR_SAMPLED_OUT;
+	__u64 *n;
+
+	if (sample_every <= 1)
+		return false;
+	n = bpf_map_lookup_elem(&counters, &idx);
+	if (!n)
+		return false;
+	*n += 1;
+	/* Counts skipped and taken calls alike; the agent subtracts. */
+	return (*n % sample_every) != 0;
+}
+
+static __always_inline void emit(struct bpf_sock_ops *skops,
+				 struct bpf_sock_ops_kern *k, __u8 stage)
+{
+	struct skb_shared_info *shinfo;
+	struct sk_buff *skb = k->skb;
+	struct tx_record *r;
+	__u64 avail;
+
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count(CTR_RB_LOST);
+		return;
+	}
+	r->hdr.kind = RECORD_TX;
+	r->hdr.len = sizeof(*r);
+	r->hdr._pad = 0;
+	r->mono_ns = bpf_ktime_get_ns();
+	r->hw_ns = stage == TX_SND_HW ? skops->skb_hwtstamp : 0;
+	r->cookie = bpf_get_socket_cookie(skops);
+	r->tskey = 0;
+	r->seq = 0;
+	if (skb) {
+		shinfo = (void *)(BPF_CORE_READ(skb, head) +
+				  BPF_CORE_READ(skb, end));
+		if (bpf_core_read(&r->tskey, sizeof(r->tskey), &shinfo->tskey))
+			r->tskey = 0;
+		/* The control block holds tcp_skb_cb only while TCP owns the skb. */
+		if ((stage == TX_SENDMSG || stage == TX_ACK) &&
+		    bpf_core_read(&r->seq, sizeof(r->seq), &skb->cb))
+			r->seq = 0;
+	}
+	r->netns = target_netns ? target_netns : sock_netns(k);
+	r->cpu = bpf_get_smp_processor_id();
+	r->stage = stage;
+	r->sport = skops->local_port;
+	r->dport = bpf_ntohl(skops->remote_port);
+	r->_pad = 0;
+	if (skops->family == AF_INET6) {
+		r->family = 6;
+		((__u32 *)r->saddr)[0] = skops->local_ip6[0];
+		((__u32 *)r->saddr)[1] = skops->local_ip6[1];
+		((__u32 *)r->saddr)[2] = skops->local_ip6[2];
+		((__u32 *)r->saddr)[3] = skops->local_ip6[3];
+		((__u32 *)r->daddr)[0] = skops->remote_ip6[0];
+		((__u32 *)r->daddr)[1] = skops->remote_ip6[1];
+		((__u32 *)r->daddr)[2] = skops->remote_ip6[2];
+		((__u32 *)r->daddr)[3] = skops->remote_ip6[3];
+	} else {
+		r->family = 4;
+		__builtin_memset(r->saddr, 0, sizeof(r->saddr));
+		__builtin_memset(r->daddr, 0, sizeof(r->daddr));
+		((__u32 *)r->saddr)[0] = skops->local_ip4;
+		((__u32 *)r->daddr)[0] = skops->remote_ip4;
+	}
+	if (stage == TX_SENDMSG) {
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+		r->pid = pid_tgid >> 32;
+		r->tid = (__u32)pid_tgid;
+		if (bpf_get_current_comm(r->comm, sizeof(r->comm)))
+			__builtin_memset(r->comm, 0, sizeof(r->comm));
+	} else {
+		r->pid = 0;
+		r->tid = 0;
+		__builtin_memset(r->comm, 0, sizeof(r->comm));
+	}
+
+	avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	bpf_ringbuf_submit(r, avail >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+						    : BPF_RB_NO_WAKEUP);
+}
+
+SEC("sockops")
+int tx_tstamp(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock_ops_kern *k;
+	__u32 op = skops->op;
+
+	switch (op) {
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		return on_established(skops);
+	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
+		if (sampled_out())
+			return 1;
+		k = bpf_cast_to_kern_ctx(skops);
+		if (bpf_sock_ops_enable_tx_tstamp(k, 0)) {
+			count(CTR_TAG_ERR);
+			return 1;
+		}
+		emit(skops, k, TX_SENDMSG);
+		return 1;
+	case BPF_SOCK_OPS_TSTAMP_SCHED_CB:
+		emit(skops, bpf_cast_to_kern_ctx(skops), TX_SCHED);
+		return 1;
+	case BPF_SOCK_OPS_TSTAMP_SND_SW_CB:
+		emit(skops, bpf_cast_to_kern_ctx(skops), TX_SND_SW);
+		return 1;
+	case BPF_SOCK_OPS_TSTAMP_SND_HW_CB:
+		emit(skops, bpf_cast_to_kern_ctx(skops), TX_SND_HW);
+		return 1;
+	case BPF_SOCK_OPS_TSTAMP_ACK_CB:
+		emit(skops, bpf_cast_to_kern_ctx(skops), TX_ACK);
+		return 1;
+	}
+	return 1;
+}
+
+/* Never written: exported so the skeleton generates the Rust mirror of
+ * struct tx_record, which the agent decodes records with. */
+struct tx_record tx_record_layout SEC(".bss") __attribute__((used));

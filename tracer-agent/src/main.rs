@@ -1,0 +1,167 @@
+//! `tracer-agent`: command line of the agent. Parses options and calls
+//! `tracer_agent::run::run`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use tracer_agent::pipeline::AgentIdentity;
+use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsFilter};
+
+/// Capture kernel TX timestamping events with eBPF and send them to a
+/// tracer-sink, every stamp converted to the global time axis.
+///
+/// The tx probe turns on BPF TX timestamping (Linux >= 6.15) for the
+/// established TCP sockets of this network namespace under --cgroup and
+/// reports, for every tagged skb, when sendmsg queued it (SENDMSG), when it
+/// entered the qdisc (SCHED), when the driver sent it (SND_SW / SND_HW) and
+/// when the peer acknowledged it (ACK).
+#[derive(Debug, Parser)]
+#[command(version, after_help = "\
+Examples:
+  tracer-agent --sink 10.0.0.2:7420 --probes tx
+  tracer-agent --sink 10.0.0.2:7420 --probes tx --sample-every 100 --stats-interval 5
+  ip netns exec client tracer-agent --sink 10.0.0.2:7420 --hostname client
+
+Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN). Ctrl-C detaches the probes,
+sends what is queued and prints the final counters.")]
+struct Cli {
+    /// Address of the tracer-sink (host:port, UDP).
+    #[arg(long)]
+    sink: SocketAddr,
+
+    /// Probes to load, comma separated. Available: tx.
+    #[arg(long, value_delimiter = ',', default_value = "tx")]
+    probes: Vec<String>,
+
+    /// cgroup v2 directory whose sockets are traced (with its descendants).
+    /// Default: the cgroup v2 root (/sys/fs/cgroup, or /sys/fs/cgroup/unified
+    /// on a hybrid layout).
+    #[arg(long)]
+    cgroup: Option<PathBuf>,
+
+    /// Tag one sendmsg call in N (selective sampling); 1 traces every one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    sample_every: u32,
+
+    /// Trace the network namespace of this file (e.g. /run/netns/NAME)
+    /// instead of the agent's own.
+    #[arg(long, conflicts_with = "all_netns")]
+    netns: Option<PathBuf>,
+
+    /// Trace sockets of every network namespace.
+    #[arg(long)]
+    all_netns: bool,
+
+    /// Name of this host in the trace (pcapng interface name). Default: the
+    /// kernel hostname.
+    #[arg(long)]
+    hostname: Option<String>,
+
+    /// Agent id in the trace (hex or decimal). Default: random per run.
+    #[arg(long, value_parser = parse_u64)]
+    agent_id: Option<u64>,
+
+    /// Print counters every SECS seconds (0: only at exit).
+    #[arg(long, default_value_t = 0.0, value_name = "SECS")]
+    stats_interval: f64,
+
+    /// Print counters as JSON lines.
+    #[arg(long)]
+    json: bool,
+
+    /// UDP payload bytes per datagram. Default: route MTU minus IP/UDP headers.
+    #[arg(long, value_name = "BYTES")]
+    max_datagram: Option<usize>,
+
+    /// Longest time (ms) an event waits for its datagram to fill.
+    #[arg(long, default_value_t = 20, value_name = "MS")]
+    flush_ms: u64,
+
+    /// Ring-buffer drain period (ms). Records are queued without wakeups to
+    /// keep the traced path cheap; this bounds their delay.
+    #[arg(long, default_value_t = 10, value_name = "MS")]
+    poll_ms: u64,
+
+    /// BPF ring-buffer size in MiB (power of two).
+    #[arg(long, default_value_t = 8, value_name = "MIB")]
+    ringbuf_mib: u32,
+
+    /// Kernel BTF used to check for BPF TX timestamping support.
+    #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
+    btf: PathBuf,
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("not a number: {e}"))
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match real_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tracer-agent: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    for p in &cli.probes {
+        if p != "tx" {
+            bail!("unknown probe {p:?}: available probes are: tx");
+        }
+    }
+    if !cli.ringbuf_mib.is_power_of_two() {
+        bail!("--ringbuf-mib must be a power of two, got {}", cli.ringbuf_mib);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing the SIGINT/SIGTERM handlers")?;
+    }
+    let cfg = AgentConfig {
+        sink: cli.sink,
+        cgroup: cli
+            .cgroup
+            .unwrap_or_else(tracer_agent::preflight::default_cgroup),
+        netns: match (cli.all_netns, cli.netns) {
+            (true, _) => NetnsFilter::All,
+            (false, Some(p)) => NetnsFilter::Path(p),
+            (false, None) => NetnsFilter::Own,
+        },
+        sample_every: cli.sample_every,
+        stats_interval: (cli.stats_interval > 0.0)
+            .then(|| Duration::from_secs_f64(cli.stats_interval)),
+        json: cli.json,
+        identity: AgentIdentity {
+            agent_id: cli.agent_id.unwrap_or_else(rand::random),
+            boot_id: boot_id(),
+            hostname: cli.hostname.unwrap_or_else(hostname),
+        },
+        max_payload: cli.max_datagram,
+        flush_after: Duration::from_millis(cli.flush_ms),
+        poll_interval: Duration::from_millis(cli.poll_ms.max(1)),
+        ringbuf_bytes: cli.ringbuf_mib << 20,
+        btf: cli.btf,
+    };
+    let stats = run(&cfg, &stop)?;
+    print_stats(&stats, cfg.json, true);
+    Ok(())
+}

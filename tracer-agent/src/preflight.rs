@@ -1,0 +1,186 @@
+//! Checks run before loading anything, so a missing privilege, cgroup or
+//! kernel feature ends the agent with a message that says what to do.
+
+use std::path::{Path, PathBuf};
+
+/// Linux capability numbers (include/uapi/linux/capability.h).
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+/// statfs f_type of a cgroup v2 mount.
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// A failed precondition, worded for the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// Missing privileges.
+    #[error(
+        "insufficient privileges: loading BPF programs needs CAP_BPF and CAP_PERFMON \
+         (or CAP_SYS_ADMIN) and attaching to a cgroup needs CAP_NET_ADMIN; \
+         missing: {missing}. Run tracer-agent as root (sudo) or grant those capabilities"
+    )]
+    Privileges {
+        /// Names of the missing capabilities.
+        missing: String,
+    },
+    /// The cgroup directory is missing or not cgroup v2.
+    #[error(
+        "cgroup {path} {why}: pass --cgroup with a cgroup v2 directory (e.g. the cgroup2 \
+         mount point; `mount -t cgroup2` lists them), or mount one with \
+         `mount -t cgroup2 none /sys/fs/cgroup/unified`"
+    )]
+    Cgroup {
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The kernel lacks BPF TX timestamping.
+    #[error(
+        "this kernel ({release}) lacks BPF TX timestamping (kfunc \
+         bpf_sock_ops_enable_tx_tstamp not in {btf}): the tx probe needs Linux >= 6.15 \
+         with BTF. Upgrade the kernel, or run without --probes tx"
+    )]
+    NoTxTimestamping {
+        /// uname release.
+        release: String,
+        /// BTF file searched.
+        btf: PathBuf,
+    },
+    /// No kernel BTF to check or to relocate against.
+    #[error("cannot read kernel BTF {btf}: {source}; the kernel needs CONFIG_DEBUG_INFO_BTF=y")]
+    NoBtf {
+        /// BTF file.
+        btf: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Effective capability mask of this process.
+fn effective_caps() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Check the capabilities the agent needs.
+pub fn check_privileges() -> Result<(), PreflightError> {
+    let caps = effective_caps();
+    let has = |c: u32| caps & (1u64 << c) != 0;
+    let mut missing = Vec::new();
+    if !(has(CAP_SYS_ADMIN) || has(CAP_BPF)) {
+        missing.push("CAP_BPF");
+    }
+    if !(has(CAP_SYS_ADMIN) || has(CAP_PERFMON)) {
+        missing.push("CAP_PERFMON");
+    }
+    if !has(CAP_NET_ADMIN) {
+        missing.push("CAP_NET_ADMIN");
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(PreflightError::Privileges {
+            missing: missing.join(", "),
+        })
+    }
+}
+
+/// Check that `path` is a cgroup v2 directory.
+pub fn check_cgroup(path: &Path) -> Result<(), PreflightError> {
+    let err = |why: String| PreflightError::Cgroup {
+        path: path.to_path_buf(),
+        why,
+    };
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| err("contains a NUL byte".into()))?;
+    // SAFETY: zeroed statfs is a valid out-parameter.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string and st a valid, writable statfs.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(err(format!("is not accessible ({})", std::io::Error::last_os_error())));
+    }
+    if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
+        return Err(err("is not on a cgroup v2 file system".into()));
+    }
+    if !path.is_dir() {
+        return Err(err("is not a directory".into()));
+    }
+    Ok(())
+}
+
+/// Check that the kernel whose BTF is `btf` offers BPF TX timestamping.
+pub fn check_tx_timestamping(btf: &Path) -> Result<(), PreflightError> {
+    match crate::probes::tx::btf_has_tx_timestamping(btf) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(PreflightError::NoTxTimestamping {
+            release: kernel_release(),
+            btf: btf.to_path_buf(),
+        }),
+        Err(source) => Err(PreflightError::NoBtf {
+            btf: btf.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// `uname -r`.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The default cgroup v2 root: /sys/fs/cgroup on a unified layout, else the
+/// hybrid layout's /sys/fs/cgroup/unified.
+pub fn default_cgroup() -> PathBuf {
+    let unified = PathBuf::from("/sys/fs/cgroup");
+    if check_cgroup(&unified).is_ok() {
+        unified
+    } else {
+        PathBuf::from("/sys/fs/cgroup/unified")
+    }
+}
+
+/// Inode of a network namespace file (e.g. /proc/self/ns/net).
+pub fn netns_inode(path: &Path) -> std::io::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata(path)?.ino() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_cgroup_paths_are_refused_with_advice() {
+        let e = check_cgroup(Path::new("/tmp")).unwrap_err().to_string();
+        assert!(e.contains("not on a cgroup v2"), "{e}");
+        assert!(e.contains("--cgroup"), "{e}");
+        let e = check_cgroup(Path::new("/nonexistent/cg")).unwrap_err().to_string();
+        assert!(e.contains("not accessible"), "{e}");
+    }
+
+    #[test]
+    fn kernel_without_kfunc_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("vmlinux");
+        std::fs::write(&f, b"\0tcp_sendmsg\0").unwrap();
+        let e = check_tx_timestamping(&f).unwrap_err().to_string();
+        assert!(e.contains("6.15"), "{e}");
+        let e = check_tx_timestamping(&dir.path().join("missing")).unwrap_err().to_string();
+        assert!(e.contains("BTF"), "{e}");
+    }
+
+    #[test]
+    fn own_netns_inode_is_readable() {
+        assert!(netns_inode(Path::new("/proc/self/ns/net")).unwrap() > 0);
+    }
+}

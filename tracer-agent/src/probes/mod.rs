@@ -1,0 +1,3 @@
+//! BPF probes. One module per probe; its C source lives in ebpf/.
+
+pub mod tx;

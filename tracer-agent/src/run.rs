@@ -1,0 +1,243 @@
+//! The agent's main loop: preflight, load and attach, drain the ring
+//! buffer on a short timer, convert, batch, send, report, detach.
+
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use libbpf_rs::RingBufferBuilder;
+
+use crate::pipeline::{AgentIdentity, Pipeline};
+use crate::preflight::{self, PreflightError};
+use crate::probes::tx::{ProbeError, TxProbe, TxProbeConfig, TxRecord};
+use crate::sender::UdpTransport;
+use crate::stats::{bpf_prog_stats, AgentStats};
+use crate::timebase::SystemTai;
+
+/// Which network namespaces to trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetnsFilter {
+    /// The agent's own namespace (/proc/self/ns/net).
+    Own,
+    /// The namespace of this file (e.g. /run/netns/NAME).
+    Path(PathBuf),
+    /// Every namespace.
+    All,
+}
+
+/// Everything `run` needs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Sink address.
+    pub sink: SocketAddr,
+    /// cgroup v2 directory to attach to.
+    pub cgroup: PathBuf,
+    /// Namespace filter.
+    pub netns: NetnsFilter,
+    /// Tag one sendmsg in N.
+    pub sample_every: u32,
+    /// Print stats this often (None: only at exit).
+    pub stats_interval: Option<Duration>,
+    /// Stats as JSON lines.
+    pub json: bool,
+    /// Identity in datagram headers.
+    pub identity: AgentIdentity,
+    /// Datagram payload size; None derives it from the route MTU.
+    pub max_payload: Option<usize>,
+    /// Longest an event waits in a partial datagram.
+    pub flush_after: Duration,
+    /// Ring-buffer drain period.
+    pub poll_interval: Duration,
+    /// Ring-buffer size (bytes, power of two).
+    pub ringbuf_bytes: u32,
+    /// Kernel BTF to check for BPF TX timestamping.
+    pub btf: PathBuf,
+}
+
+/// Why the agent stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// A precondition failed.
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    /// The probe could not be set up.
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    /// Reading the clocks failed.
+    #[error("reading the system clocks: {0}")]
+    Clock(#[from] clocksync::bracket::ClockError),
+    /// Socket or file I/O.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> AgentError {
+    let what = what.into();
+    move |source| AgentError::Io { what, source }
+}
+
+/// Run until `stop` is set; returns the final counters. BPF links are
+/// detached before returning, also on error.
+pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentError> {
+    preflight::check_privileges()?;
+    preflight::check_cgroup(&cfg.cgroup)?;
+    preflight::check_tx_timestamping(&cfg.btf)?;
+    let target_netns = match &cfg.netns {
+        NetnsFilter::All => 0,
+        NetnsFilter::Own => preflight::netns_inode("/proc/self/ns/net".as_ref())
+            .map_err(io("reading /proc/self/ns/net"))?,
+        NetnsFilter::Path(p) => preflight::netns_inode(p)
+            .map_err(io(format!("reading network namespace {}", p.display())))?,
+    };
+    let transport = UdpTransport::connect(cfg.sink, cfg.max_payload)
+        .map_err(io(format!("opening a UDP socket to the sink {}", cfg.sink)))?;
+    let max_payload = transport.max_payload();
+    let mut clock = SystemTai::new()?;
+
+    let mut object = MaybeUninit::uninit();
+    let mut probe = TxProbe::load(
+        &mut object,
+        &TxProbeConfig {
+            cgroup: cfg.cgroup.clone(),
+            target_netns,
+            sample_every: cfg.sample_every,
+            wakeup_bytes: u64::from(cfg.ringbuf_bytes / 4),
+            ringbuf_bytes: cfg.ringbuf_bytes,
+        },
+    )?;
+    tracing::info!(
+        sink = %cfg.sink, cgroup = %cfg.cgroup.display(), netns = target_netns,
+        sample_every = cfg.sample_every, max_payload, host = %cfg.identity.hostname,
+        agent_id = format_args!("{:016x}", cfg.identity.agent_id),
+        "tx probe attached"
+    );
+
+    let pipeline = RefCell::new(Pipeline::new(
+        &cfg.identity,
+        transport,
+        max_payload,
+        cfg.flush_after,
+    ));
+    let clock_cell = RefCell::new(clock.clone());
+    let mut rb = RingBufferBuilder::new();
+    rb.add(probe.events_map(), |data: &[u8]| {
+        let mut p = pipeline.borrow_mut();
+        match TxRecord::decode(data) {
+            Ok(rec) => {
+                let g = clock_cell.borrow().to_global_ns(rec.mono_ns());
+                p.push(&rec.to_event(g));
+            }
+            Err(e) => {
+                if p.stats.bad_records == 0 {
+                    tracing::warn!(error = %e, "undecodable ring-buffer record");
+                }
+                p.stats.bad_records += 1;
+            }
+        }
+        0
+    })
+    .map_err(ProbeError::Load)?;
+    let rb = rb.build().map_err(ProbeError::Load)?;
+
+    let mut last_refresh = Instant::now();
+    let mut last_stats = Instant::now();
+    let update_counters = |probe: &TxProbe, p: &mut Pipeline<UdpTransport>| {
+        match probe.counters() {
+            Ok(c) => {
+                p.stats.bpf = c;
+                p.set_lost_events(c.ringbuf_lost + p.stats.bad_records);
+            }
+            Err(e) => tracing::warn!(error = %e, "reading BPF counters"),
+        }
+        if let Some((ns, runs)) = bpf_prog_stats(probe.prog_fd()) {
+            if runs > 0 {
+                p.stats.bpf_runs = Some(runs);
+                p.stats.bpf_ns_per_run = Some(ns as f64 / runs as f64);
+            }
+        }
+    };
+    {
+        let mut p = pipeline.borrow_mut();
+        p.set_clock(clock.source(), clock.state());
+    }
+
+    while !stop.load(Ordering::Relaxed) {
+        // Records are submitted without wakeups, so poll only bounds the
+        // wait; consume drains whatever is queued.
+        if let Err(e) = rb.poll(cfg.poll_interval) {
+            if e.kind() != libbpf_rs::ErrorKind::Interrupted {
+                tracing::warn!(error = %e, "ring buffer poll");
+            }
+        }
+        let _ = rb.consume();
+        let now = Instant::now();
+        if now.duration_since(last_refresh) >= Duration::from_secs(1) {
+            match clock.refresh() {
+                Ok(()) => *clock_cell.borrow_mut() = clock.clone(),
+                Err(e) => tracing::warn!(error = %e, "refreshing the clock mapping"),
+            }
+            last_refresh = now;
+        }
+        let mut p = pipeline.borrow_mut();
+        update_counters(&probe, &mut p);
+        p.tick(now);
+        if let Some(iv) = cfg.stats_interval {
+            if now.duration_since(last_stats) >= iv {
+                print_stats(&p.stats, cfg.json, false);
+                last_stats = now;
+            }
+        }
+    }
+
+    // Detach first so no new events arrive, then drain what is queued.
+    probe.detach();
+    let _ = rb.consume();
+    let mut p = pipeline.borrow_mut();
+    update_counters(&probe, &mut p);
+    p.flush();
+    let stats = p.stats.clone();
+    tracing::info!(events = stats.events(), datagrams = stats.datagrams, "tx probe detached");
+    Ok(stats)
+}
+
+/// Print counters to stdout.
+pub fn print_stats(stats: &AgentStats, json: bool, last: bool) {
+    if json {
+        let v = serde_json::json!({ "final": last, "stats": stats });
+        println!("{v}");
+    } else {
+        println!("{}{}", if last { "final " } else { "" }, "tracer-agent statistics");
+        print!("{}", stats.table());
+    }
+}
+
+/// Parse /proc/sys/kernel/random/boot_id into 16 bytes.
+pub fn boot_id() -> [u8; 16] {
+    let s = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let hex: Vec<u8> = s
+        .trim()
+        .bytes()
+        .filter(u8::is_ascii_hexdigit)
+        .collect();
+    let mut out = [0u8; 16];
+    for (i, pair) in hex.chunks(2).take(16).enumerate() {
+        let digits = std::str::from_utf8(pair).unwrap_or("0");
+        out[i] = u8::from_str_radix(digits, 16).unwrap_or(0);
+    }
+    out
+}
+
+/// This host's name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}

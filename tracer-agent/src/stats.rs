@@ -1,0 +1,80 @@
+//! The agent's counters, printed as a table or JSON.
+
+use serde::Serialize;
+use tracer_codec::TxStage;
+
+use crate::probes::tx::TxCounters;
+
+/// Everything the agent counts.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentStats {
+    /// Events read from the ring buffer, by stage (SENDMSG..ACK).
+    pub events_by_stage: [u64; 5],
+    /// Ring-buffer records the agent could not decode.
+    pub bad_records: u64,
+    /// BPF-side counters.
+    pub bpf: TxCounters,
+    /// Datagrams sent.
+    pub datagrams: u64,
+    /// Bytes sent (UDP payload).
+    pub bytes: u64,
+    /// Datagrams whose send failed (the sink sees their sequence gap).
+    pub send_errors: u64,
+    /// Events inside datagrams whose send failed.
+    pub events_unsent: u64,
+    /// Mean BPF run time per callback (ns), when kernel.bpf_stats_enabled=1.
+    pub bpf_ns_per_run: Option<f64>,
+    /// BPF program runs, when kernel.bpf_stats_enabled=1.
+    pub bpf_runs: Option<u64>,
+}
+
+impl AgentStats {
+    /// Events read in total.
+    pub fn events(&self) -> u64 {
+        self.events_by_stage.iter().sum()
+    }
+
+    /// Human-readable table.
+    pub fn table(&self) -> String {
+        let mut s = String::from("events by kind:\n");
+        for st in TxStage::ALL {
+            s.push_str(&format!(
+                "  tx {:<8} {:>12}\n",
+                st.name(),
+                self.events_by_stage[st as usize]
+            ));
+        }
+        s.push_str(&format!(
+            "  total       {:>12}\nlosses:\n  bpf ringbuf {:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
+            self.events(),
+            self.bpf.ringbuf_lost,
+            self.bad_records,
+            self.events_unsent
+        ));
+        s.push_str(&format!(
+            "sent:\n  datagrams   {:>12}\n  bytes       {:>12}\n  send errors {:>12}\nbpf:\n  sockets     {:>12}\n  tag errors  {:>12}\n  sockopt err {:>12}\n",
+            self.datagrams,
+            self.bytes,
+            self.send_errors,
+            self.bpf.sockets,
+            self.bpf.tag_errors,
+            self.bpf.setsockopt_errors
+        ));
+        if let (Some(ns), Some(runs)) = (self.bpf_ns_per_run, self.bpf_runs) {
+            s.push_str(&format!("  runs        {runs:>12}\n  ns/run      {ns:>12.1}\n"));
+        }
+        s
+    }
+}
+
+/// run_time_ns / run_cnt of a program (kernel.bpf_stats_enabled=1), or None.
+pub fn bpf_prog_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: info is a valid, writable bpf_prog_info of `len` bytes; fd is a live program fd.
+    let rc = unsafe {
+        libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
+    };
+    (rc == 0).then_some((info.run_time_ns, info.run_cnt))
+}
