@@ -2,3 +2,4 @@
 //! running tshark with the dissector, and network namespaces.
 
 pub mod bins;
+pub mod tshark;

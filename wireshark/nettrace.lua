@@ -106,7 +106,10 @@ local F = {
     daddr6 = ProtoField.ipv6("nettrace.daddr6", "Remote address"),
     saddr_raw = ProtoField.bytes("nettrace.saddr_raw", "Local address (unknown family)"),
     daddr_raw = ProtoField.bytes("nettrace.daddr_raw", "Remote address (unknown family)"),
-    comm = ProtoField.stringz("nettrace.comm", "Command"),
+    -- NUL-padded, not NUL-terminated (a 16-byte name has no NUL, which an
+    -- FT_STRINGZ field rejects), so a string field holding the bytes before
+    -- the first NUL.
+    comm = ProtoField.string("nettrace.comm", "Command"),
     -- stage latencies, computed by this dissector (signed: a clock step can
     -- make a later stage look earlier, and that should be visible)
     lat_sched = ProtoField.int64("nettrace.lat.sched_ns", "SCHED - SENDMSG (ns)"),
@@ -271,6 +274,17 @@ local function add_addresses(tree, body, family)
     return "?", "?"
 end
 
+-- The task name: the bytes before the first NUL of a NUL-padded field.
+local function add_comm(tree, range)
+    local n = range:raw():find("\0", 1, true)
+    n = n and n - 1 or range:len()
+    if n == 0 then
+        tree:add(F.comm, range, "")
+    else
+        tree:add_packet_field(F.comm, range(0, n), ENC_UTF_8)
+    end
+end
+
 -- Latency fields of one event, generated (not in the bytes): they point at
 -- the event's global_ns bytes.
 local function add_latency(tree, range, lat)
@@ -314,7 +328,7 @@ local function dissect_tx(body, pinfo, tree, ctx)
     tree:add_le(F.sport, body(58, 2))
     tree:add_le(F.dport, body(60, 2))
     local saddr, daddr = add_addresses(tree, body, family)
-    tree:add_packet_field(F.comm, body(94, 16), ENC_UTF_8)
+    add_comm(tree, body(94, 16))
 
     local tskey = body(32, 4):le_uint()
     local summary = string.format("%s %s → %s tskey=%d",
