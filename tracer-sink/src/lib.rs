@@ -1,1 +1,111 @@
-//! tracer-sink library.
+//! tracer-sink: receives events from tracer agents over UDP, checks them,
+//! orders them in global time and writes pcapng files.
+//!
+//! Library first, thin binary: [`run`] takes a bound socket, a
+//! [`SinkConfig`] and a shutdown future, so tests drive the real server on
+//! `127.0.0.1:0`. Data path:
+//!
+//! ```text
+//! UDP socket -> receive task (tokio): Datagram::decode, per-agent sequence
+//!            -> batches over a bounded channel
+//!            -> writer thread: reorder buffer -> pcapng (pcap-file) -> files
+//! ```
+//!
+//! Loss is never silent: rejected datagrams are counted by reason and by
+//! source; sequence gaps and agent-side losses per agent (and in each
+//! file's Interface Statistics Blocks); events the sink itself could not
+//! write as `sink_write_lost`.
+
+pub mod agents;
+mod batch;
+pub mod clock;
+pub mod config;
+pub mod error;
+mod pcapng;
+mod receiver;
+pub mod reorder;
+pub mod socket;
+pub mod stats;
+mod writer;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UdpSocket;
+
+pub use crate::clock::SinkClock;
+pub use crate::config::{parse_size, SinkConfig};
+pub use crate::error::SinkError;
+pub use crate::pcapng::{interface_description, EPB_PACKETID};
+pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
+pub use crate::stats::{AgentStats, SinkStats};
+
+/// Batches in flight between the receive task and the writer. When the
+/// writer falls behind, the receive task waits and the socket buffer fills
+/// (the kernel then drops, which shows up as sequence gaps).
+const CHANNEL_BATCHES: usize = 64;
+
+/// Run the sink on `socket` until `shutdown` resolves; return the final
+/// stats.
+///
+/// On shutdown it reads what is already queued in the socket, writes every
+/// accepted event, writes the Interface Statistics Blocks, fsyncs and
+/// closes the file. Errors only for what the sink cannot work around
+/// (the output directory cannot be created, the socket fails); write
+/// failures are logged, counted and retried instead.
+pub async fn run(
+    socket: UdpSocket,
+    config: SinkConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<SinkStats, SinkError> {
+    run_with_reporter(socket, config, shutdown, |_| {}).await
+}
+
+/// [`run`], calling `report` with a stats snapshot every
+/// `config.stats_interval` (if set).
+pub async fn run_with_reporter(
+    socket: UdpSocket,
+    config: SinkConfig,
+    shutdown: impl Future<Output = ()>,
+    mut report: impl FnMut(&SinkStats),
+) -> Result<SinkStats, SinkError> {
+    std::fs::create_dir_all(&config.output_dir).map_err(|e| SinkError::OutputDir {
+        path: config.output_dir.clone(),
+        source: e,
+    })?;
+    let shared = Arc::new(stats::Shared::new());
+    let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_BATCHES);
+    let writer = {
+        let cfg = config.clone();
+        let shared = Arc::clone(&shared);
+        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, rx))
+    };
+    let recv = receiver::receive(
+        &socket,
+        tx,
+        Arc::clone(&shared),
+        config.clock.clone(),
+        shutdown,
+    );
+    let result = match config.stats_interval {
+        Some(every) if every > Duration::ZERO => {
+            let reporter = async {
+                let mut iv = tokio::time::interval(every);
+                iv.tick().await; // the first tick is immediate
+                loop {
+                    iv.tick().await;
+                    report(&shared.snapshot());
+                }
+            };
+            tokio::select! {
+                r = recv => r,
+                () = reporter => Ok(()),
+            }
+        }
+        _ => recv.await,
+    };
+    writer.await.map_err(|e| SinkError::Writer(e.to_string()))?;
+    result?;
+    Ok(shared.snapshot())
+}

@@ -1,0 +1,79 @@
+//! Messages from the receive task to the writer thread: accepted events in
+//! batches (one allocation per batch, not per event) and new agents.
+
+use std::time::Instant;
+
+/// One accepted event, pointing into its batch's byte arena.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventMeta {
+    /// Timestamp to write: the event's global time, or the sink's receive
+    /// time for kinds without one.
+    pub ts_ns: u64,
+    /// Per-agent event sequence number (EPB packet id).
+    pub event_seq: u64,
+    /// Agent index (see [`crate::agents::AgentTable`]).
+    pub agent: u32,
+    /// Offset of the wire record (kind, len, body) in [`Batch::data`].
+    pub start: u32,
+    /// Length of the wire record.
+    pub len: u32,
+    /// Clock source of the datagram that carried it.
+    pub clock_source: u8,
+    /// Clock state of the datagram that carried it.
+    pub clock_state: u8,
+}
+
+/// Accepted events of one or more datagrams.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    /// The wire records, back to back.
+    pub data: Vec<u8>,
+    /// One entry per event, in arrival order.
+    pub events: Vec<EventMeta>,
+    /// When the first event of the batch arrived.
+    pub arrived: Instant,
+    /// Largest timestamp in the batch.
+    pub max_ts: u64,
+}
+
+impl Batch {
+    /// An empty batch with room for a typical burst.
+    pub fn new() -> Self {
+        Batch {
+            data: Vec::with_capacity(256 * 1024),
+            events: Vec::with_capacity(2048),
+            arrived: Instant::now(),
+            max_ts: 0,
+        }
+    }
+
+    /// Bytes of one event's wire record.
+    pub fn record(&self, i: usize) -> &[u8] {
+        let m = &self.events[i];
+        &self.data[m.start as usize..(m.start + m.len) as usize]
+    }
+}
+
+/// What the writer needs to describe an agent in an IDB and a capture record.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentInfo {
+    /// Agent index.
+    pub index: u32,
+    /// Agent id.
+    pub agent_id: u64,
+    /// Hostname.
+    pub host: String,
+    /// Clock source wire value at first sight.
+    pub clock_source: u8,
+}
+
+/// Receive task to writer thread.
+#[derive(Debug)]
+pub(crate) enum ToWriter {
+    /// A new agent; always sent before any batch holding its events.
+    Agent(AgentInfo),
+    /// Accepted events.
+    Batch(Batch),
+    /// Nothing new; time-based work is due (reorder age, rotation, retry).
+    Tick,
+}

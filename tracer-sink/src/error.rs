@@ -1,0 +1,54 @@
+//! Errors of the sink library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Something the sink could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The UDP socket could not be bound.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// Address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The output directory could not be created.
+    #[error("cannot create output directory {path}: {source}")]
+    OutputDir {
+        /// Directory asked for.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other I/O failure; `what` says what the sink was doing.
+    #[error("{what}: {source}")]
+    Io {
+        /// What failed, with the path or address involved.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// pcap-file refused to encode a block (a bug, not bad input).
+    #[error("pcapng encoding failed: {0}")]
+    Encode(String),
+    /// The writer thread died (a bug); the message says how.
+    #[error("writer thread failed: {0}")]
+    Writer(String),
+}
+
+impl SinkError {
+    /// The underlying OS error, if any.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            SinkError::Bind { source, .. }
+            | SinkError::OutputDir { source, .. }
+            | SinkError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

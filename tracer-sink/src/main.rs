@@ -1,0 +1,194 @@
+//! `tracer-sink` binary: parses the command line, binds the socket,
+//! installs SIGINT/SIGTERM handling and runs the library's sink.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use tracer_sink::{bind_udp, parse_size, SinkConfig, SinkError, SinkStats};
+
+const AFTER_HELP: &str = "\
+Examples:
+  tracer-sink --listen 0.0.0.0:7420 --output traces/
+  tracer-sink --output /var/lib/traces --rotate-size 512M --rotate-interval 3600 --json
+
+Files are named <prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng. Open them in
+Wireshark with the tracer dissector. Logs go to stderr (set RUST_LOG, e.g.
+RUST_LOG=debug); stdout carries only the stats. SIGINT or SIGTERM stops the
+sink cleanly: queued datagrams are read, every accepted event is written,
+the file is closed with interface statistics, and the exit status is 0.";
+
+/// Receive tracer agents' events over UDP and write them to pcapng files,
+/// one interface per agent, in global-time order, with loss accounting.
+#[derive(Debug, Parser)]
+#[command(name = "tracer-sink", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// UDP address to receive agent datagrams on (IP:PORT).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:7420")]
+    listen: SocketAddr,
+
+    /// Directory for the pcapng files; created if missing.
+    #[arg(long, value_name = "DIR", default_value = "traces")]
+    output: PathBuf,
+
+    /// Start a new file when the current one reaches SIZE bytes
+    /// (suffixes K, M, G: powers of 1024). Default: no size rotation.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    rotate_size: Option<u64>,
+
+    /// Start a new file every SECS seconds. Default (or 0): no time rotation.
+    #[arg(long, value_name = "SECS")]
+    rotate_interval: Option<u64>,
+
+    /// Print stats every SECS seconds to stdout; 0 prints them only at exit.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    stats_interval: u64,
+
+    /// Print stats as JSON (one object per line) instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Reorder window in milliseconds: an event is written once it is this
+    /// much older than the newest event seen (or has waited this long).
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    reorder_window_ms: u64,
+
+    /// Most events held for reordering; past it the oldest is written at
+    /// once (bounds memory: roughly 130 bytes per event).
+    #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_REORDER_MAX_EVENTS)]
+    reorder_max_events: usize,
+
+    /// Socket receive buffer in bytes (suffixes K, M, G). Set with
+    /// SO_RCVBUFFORCE when root, else SO_RCVBUF (capped by net.core.rmem_max).
+    #[arg(long, value_name = "BYTES", default_value = "32M", value_parser = parse_size)]
+    rcvbuf: u64,
+
+    /// File name prefix.
+    #[arg(long, value_name = "PREFIX", default_value = "trace")]
+    file_prefix: String,
+
+    /// Do not write the one-line event summary as each packet's comment
+    /// (smaller files, faster writing; the dissector shows the fields anyway).
+    #[arg(long)]
+    no_comments: bool,
+
+    /// Seconds to wait before trying a new file after a write failure
+    /// (full disk, unwritable directory).
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    retry_interval: u64,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tracer-sink: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<()> {
+    if cli.file_prefix.is_empty() || cli.file_prefix.contains('/') {
+        anyhow::bail!("--file-prefix must be a non-empty name without '/'");
+    }
+    // One thread for the receive task, signals and stats; the writer gets
+    // its own thread: two cores, two busy threads.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(serve(cli))
+}
+
+fn bind_hint(e: &SinkError) -> &'static str {
+    match e.io_error().map(|e| e.kind()) {
+        Some(std::io::ErrorKind::AddrInUse) => {
+            "address in use; is another sink running? pick another --listen port"
+        }
+        Some(std::io::ErrorKind::PermissionDenied) => {
+            "permission denied; ports below 1024 need root or CAP_NET_BIND_SERVICE"
+        }
+        Some(std::io::ErrorKind::AddrNotAvailable) => {
+            "no local interface has this address; use 0.0.0.0 or an address of this host"
+        }
+        _ => "check the --listen address",
+    }
+}
+
+async fn serve(cli: Cli) -> Result<()> {
+    let config = SinkConfig {
+        file_prefix: cli.file_prefix.clone(),
+        rotate_size_bytes: cli.rotate_size,
+        rotate_interval: cli
+            .rotate_interval
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs),
+        reorder_window: Duration::from_millis(cli.reorder_window_ms),
+        reorder_max_events: cli.reorder_max_events,
+        comments: !cli.no_comments,
+        retry_interval: Duration::from_secs(cli.retry_interval.max(1)),
+        stats_interval: (cli.stats_interval > 0).then(|| Duration::from_secs(cli.stats_interval)),
+        ..SinkConfig::new(&cli.output)
+    };
+    std::fs::create_dir_all(&cli.output).with_context(|| {
+        format!(
+            "cannot create output directory {}; create it or pass a writable --output",
+            cli.output.display()
+        )
+    })?;
+    let rcvbuf = usize::try_from(cli.rcvbuf).unwrap_or(usize::MAX);
+    let (socket, actual) = match bind_udp(cli.listen, rcvbuf) {
+        Ok(s) => s,
+        Err(e) => {
+            let hint = bind_hint(&e);
+            return Err(anyhow::Error::new(e).context(hint));
+        }
+    };
+    tracing::info!(listen = %cli.listen, output = %cli.output.display(), rcvbuf = actual, "tracer-sink started");
+
+    let json = cli.json;
+    let print = move |s: &SinkStats| {
+        if json {
+            match serde_json::to_string(s) {
+                Ok(line) => println!("{line}"),
+                Err(e) => tracing::error!(error = %e, "cannot serialise stats"),
+            }
+        } else {
+            print!("{}", s.to_table());
+        }
+    };
+    let stats = tracer_sink::run_with_reporter(socket, config, shutdown_signal()?, print)
+        .await
+        .context("the sink stopped")?;
+    print(&stats);
+    tracing::info!(
+        events_written = stats.events_written,
+        sink_write_lost = stats.sink_write_lost,
+        "tracer-sink stopped"
+    );
+    Ok(())
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
+}

@@ -1,0 +1,350 @@
+//! One pcapng output file: SHB, one IDB per agent, EPBs, ISBs at close.
+//!
+//! Blocks are encoded by `pcap-file` into an in-memory buffer that is
+//! written to the file in large chunks (the crate's writer does not buffer).
+//! Because the buffer is only ever written whole, the sink knows the last
+//! file offset that ends on a block boundary: after a failed write (full
+//! disk) it truncates the file back to it, so the file stays a valid
+//! pcapng with every event that made it to disk.
+
+use std::borrow::Cow;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
+};
+use pcap_file::pcapng::blocks::interface_statistics::{
+    InterfaceStatisticsBlock, InterfaceStatisticsOption,
+};
+use pcap_file::pcapng::blocks::opt_common::{CommonOption, UnknownOption};
+use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::{DataLink, Endianness};
+
+use crate::batch::AgentInfo;
+use crate::clock::utc_compact;
+use crate::error::SinkError;
+
+/// Option code of `epb_packetid` (pcapng spec; `pcap-file` has no variant).
+pub const EPB_PACKETID: u16 = 5;
+/// Snapshot length written in every IDB (no limit is applied).
+pub const SNAPLEN: u32 = 0;
+/// Encoded bytes kept in memory before a write to the file.
+pub const WRITE_CHUNK: usize = 1 << 20;
+
+/// What an ISB says about one interface.
+#[derive(Debug, Clone)]
+pub(crate) struct IsbInfo {
+    /// Agent index.
+    pub agent: u32,
+    /// Events received from the agent (cumulative, whole sink run).
+    pub ifrecv: u64,
+    /// Events lost before the sink (event gaps + agent-side losses).
+    pub ifdrop: u64,
+    /// Breakdown for the comment.
+    pub comment: String,
+}
+
+/// A failed write: the file was cut back to its last complete block.
+#[derive(Debug)]
+pub(crate) struct WriteFailure {
+    /// Events that were in the lost part.
+    pub lost_events: u64,
+    /// What went wrong.
+    pub error: SinkError,
+}
+
+struct Span {
+    first_ts: u64,
+    last_ts: u64,
+}
+
+/// An open pcapng file.
+pub(crate) struct TraceFile {
+    path: PathBuf,
+    file: File,
+    w: PcapNgWriter<Vec<u8>>,
+    /// Bytes on disk, always a block boundary.
+    committed: u64,
+    /// EPBs in the memory buffer.
+    pending_events: u64,
+    /// Agent index -> interface id in this section.
+    ifaces: Vec<Option<u32>>,
+    /// Interface id -> (agent index, time span written).
+    spans: Vec<(u32, Option<Span>)>,
+    opened: Instant,
+}
+
+/// The Section Header Block of every file.
+fn section_header() -> SectionHeaderBlock<'static> {
+    let os = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|r| format!("{} {}", std::env::consts::OS, r.trim()))
+        .unwrap_or_else(|_| std::env::consts::OS.to_owned());
+    SectionHeaderBlock {
+        endianness: Endianness::Little,
+        major_version: 1,
+        minor_version: 0,
+        section_length: -1,
+        options: vec![
+            SectionHeaderOption::UserApplication(Cow::Owned(format!(
+                "tracer-sink {}",
+                env!("CARGO_PKG_VERSION")
+            ))),
+            SectionHeaderOption::OS(Cow::Owned(os)),
+            SectionHeaderOption::Hardware(Cow::Borrowed(std::env::consts::ARCH)),
+        ],
+    }
+}
+
+/// `if_description` of an agent's interface.
+pub fn interface_description(agent_id: u64, clock_source: u8) -> String {
+    format!(
+        "agent {agent_id:016x} clock {}",
+        crate::stats::clock_source_name(clock_source)
+    )
+}
+
+fn pcap_err(what: &str, e: impl std::fmt::Display) -> SinkError {
+    SinkError::Encode(format!("{what}: {e}"))
+}
+
+impl TraceFile {
+    /// Create `<prefix>-<UTC>-<NNN>.pcapng` in `dir` (never overwriting a
+    /// file: NNN is raised until the name is free) and write its SHB.
+    /// `seq` is the sink's file counter; returns the file and the counter
+    /// value actually used.
+    pub fn create(
+        dir: &Path,
+        prefix: &str,
+        seq: u32,
+        unix_s: u64,
+    ) -> Result<(Self, u32), SinkError> {
+        let stamp = utc_compact(unix_s);
+        let mut n = seq;
+        let (path, file) = loop {
+            let path = dir.join(format!("{prefix}-{stamp}-{n:03}.pcapng"));
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(f) => break (path, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < seq + 1000 => n += 1,
+                Err(e) => {
+                    return Err(SinkError::Io {
+                        what: format!("cannot create {}", path.display()),
+                        source: e,
+                    })
+                }
+            }
+        };
+        let w = PcapNgWriter::with_section_header(
+            Vec::with_capacity(WRITE_CHUNK + 64 * 1024),
+            section_header(),
+        )
+        .map_err(|e| pcap_err("section header", e))?;
+        let mut tf = TraceFile {
+            path,
+            file,
+            w,
+            committed: 0,
+            pending_events: 0,
+            ifaces: Vec::new(),
+            spans: Vec::new(),
+            opened: Instant::now(),
+        };
+        // Write the SHB at once: a full disk shows up now, not later.
+        if let Err(f) = tf.commit() {
+            let path = tf.path.clone();
+            drop(tf);
+            let _ = std::fs::remove_file(&path);
+            return Err(f.error);
+        }
+        Ok((tf, n))
+    }
+
+    /// Path of the file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes of the file including what is still buffered.
+    pub fn len(&self) -> u64 {
+        self.committed + self.w.get_ref().len() as u64
+    }
+
+    /// Bytes on disk.
+    pub fn committed(&self) -> u64 {
+        self.committed
+    }
+
+    /// Time since the file was created.
+    pub fn age(&self) -> Duration {
+        self.opened.elapsed()
+    }
+
+    /// Interface id of an agent in this section, if its IDB is written.
+    pub fn interface(&self, agent: u32) -> Option<u32> {
+        self.ifaces.get(agent as usize).copied().flatten()
+    }
+
+    /// Write the IDB of an agent (once per file) and return its interface id.
+    pub fn add_interface(&mut self, a: &AgentInfo) -> Result<u32, SinkError> {
+        if let Some(id) = self.interface(a.index) {
+            return Ok(id);
+        }
+        let idb = InterfaceDescriptionBlock {
+            linktype: DataLink::USER0,
+            snaplen: SNAPLEN,
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Borrowed(&a.host)),
+                InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
+                    a.agent_id,
+                    a.clock_source,
+                ))),
+                // Without it readers assume microseconds (platform-facts.md).
+                InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
+            ],
+        };
+        self.w
+            .write_pcapng_block(idb)
+            .map_err(|e| pcap_err("interface description", e))?;
+        let id = self.spans.len() as u32;
+        if self.ifaces.len() <= a.index as usize {
+            self.ifaces.resize(a.index as usize + 1, None);
+        }
+        self.ifaces[a.index as usize] = Some(id);
+        self.spans.push((a.index, None));
+        Ok(id)
+    }
+
+    /// Encode one EPB into the buffer (`iface` from [`add_interface`](Self::add_interface)).
+    pub fn write_event(
+        &mut self,
+        iface: u32,
+        ts_ns: u64,
+        payload: &[u8],
+        packet_id: u64,
+        comment: Option<String>,
+    ) -> Result<(), SinkError> {
+        let id_bytes = packet_id.to_le_bytes();
+        let mut options = Vec::with_capacity(2);
+        options.push(EnhancedPacketOption::Common(CommonOption::Unknown(
+            UnknownOption {
+                code: EPB_PACKETID,
+                value: Cow::Borrowed(&id_bytes),
+            },
+        )));
+        if let Some(c) = comment {
+            options.push(EnhancedPacketOption::Common(CommonOption::Comment(
+                Cow::Owned(c),
+            )));
+        }
+        let epb = EnhancedPacketBlock {
+            interface_id: iface,
+            timestamp: Duration::from_nanos(ts_ns),
+            original_len: payload.len() as u32,
+            data: Cow::Borrowed(payload),
+            options,
+        };
+        self.w
+            .write_pcapng_block(epb)
+            .map_err(|e| pcap_err("enhanced packet", e))?;
+        self.pending_events += 1;
+        if let Some((_, span)) = self.spans.get_mut(iface as usize) {
+            match span {
+                Some(s) => {
+                    s.first_ts = s.first_ts.min(ts_ns);
+                    s.last_ts = s.last_ts.max(ts_ns);
+                }
+                None => {
+                    *span = Some(Span {
+                        first_ts: ts_ns,
+                        last_ts: ts_ns,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the buffer to disk if it is large. Returns events committed.
+    pub fn maybe_commit(&mut self) -> Result<u64, WriteFailure> {
+        if self.w.get_ref().len() >= WRITE_CHUNK {
+            self.commit()
+        } else {
+            Ok(0)
+        }
+    }
+
+    /// Write the whole buffer to disk. Returns the events it held. On
+    /// error the file is truncated back to the last complete block and the
+    /// buffered events are reported lost; the file should then be dropped.
+    pub fn commit(&mut self) -> Result<u64, WriteFailure> {
+        let buf = self.w.get_mut();
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let events = self.pending_events;
+        match self.file.write_all(buf) {
+            Ok(()) => {
+                self.committed += buf.len() as u64;
+                buf.clear();
+                self.pending_events = 0;
+                Ok(events)
+            }
+            Err(e) => {
+                buf.clear();
+                self.pending_events = 0;
+                // Cut the partial block away so the file stays readable.
+                let _ = self.file.set_len(self.committed);
+                Err(WriteFailure {
+                    lost_events: events,
+                    error: SinkError::Io {
+                        what: format!("cannot write {}", self.path.display()),
+                        source: e,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Write one ISB per interface, flush, fsync and close. Returns the
+    /// events committed by this last write.
+    pub fn close(mut self, isbs: &[IsbInfo], now_ns: u64) -> Result<u64, WriteFailure> {
+        for isb in isbs {
+            let Some(iface) = self.interface(isb.agent) else {
+                continue;
+            };
+            let mut options = Vec::with_capacity(5);
+            if let Some((_, Some(span))) = self.spans.get(iface as usize) {
+                options.push(InterfaceStatisticsOption::IsbStartTime(
+                    Duration::from_nanos(span.first_ts),
+                ));
+                options.push(InterfaceStatisticsOption::IsbEndTime(Duration::from_nanos(
+                    span.last_ts,
+                )));
+            }
+            options.push(InterfaceStatisticsOption::IsbIfRecv(isb.ifrecv));
+            options.push(InterfaceStatisticsOption::IsbIfDrop(isb.ifdrop));
+            options.push(InterfaceStatisticsOption::Common(CommonOption::Comment(
+                Cow::Borrowed(&isb.comment),
+            )));
+            let block = InterfaceStatisticsBlock {
+                interface_id: iface,
+                timestamp: Duration::from_nanos(now_ns),
+                options,
+            };
+            // Only a bug can make encoding into memory fail; the file stays
+            // valid without this ISB, so log and go on.
+            if let Err(e) = self.w.write_pcapng_block(block) {
+                tracing::error!(file = %self.path.display(), error = %e, "cannot encode interface statistics");
+            }
+        }
+        let n = self.commit()?;
+        if let Err(e) = self.file.sync_all() {
+            tracing::warn!(file = %self.path.display(), error = %e, "fsync failed; the file may be incomplete after a crash");
+        }
+        Ok(n)
+    }
+}

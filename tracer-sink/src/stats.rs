@@ -1,0 +1,312 @@
+//! Counters shared by the receive task and the writer thread, and the
+//! serialisable [`SinkStats`] snapshot (JSON and a human table).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tracer_codec::{ClockSource, ClockState, DecodeError};
+
+use crate::agents::{AgentTable, SINK_REASONS};
+
+/// Distinct source addresses whose rejects are counted separately; the
+/// rest are added up under [`OTHER_SOURCES`] (a spoofed flood must not grow
+/// memory without bound).
+pub const MAX_REJECT_SOURCES: usize = 1024;
+/// Key of the rejects of sources beyond [`MAX_REJECT_SOURCES`].
+pub const OTHER_SOURCES: &str = "other";
+
+/// One agent's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStats {
+    /// Hostname from the latest datagram.
+    pub host: String,
+    /// Agent id as 16 hex digits (as in the pcapng interface description).
+    pub agent_id: String,
+    /// Boot id of the agent host, 32 hex digits.
+    pub boot_id: String,
+    /// Clock source name (`system`, `phc`, `sink`, or `unknown(N)`).
+    pub clock_source: String,
+    /// Clock servo state name (`UNLOCKED` ... `LOCKED_STABLE`).
+    pub clock_state: String,
+    /// Datagrams accepted.
+    pub datagrams: u64,
+    /// Events accepted.
+    pub events: u64,
+    /// Datagrams missing from the sequence (net of late arrivals).
+    pub datagram_gaps: u64,
+    /// Events missing according to `first_event_seq` (net of late arrivals).
+    pub event_gaps: u64,
+    /// Events the agent itself reported lost (max of its cumulative counter).
+    pub agent_lost: u64,
+    /// Exact duplicate datagrams rejected.
+    pub duplicates: u64,
+    /// Datagrams older than every remembered gap, rejected.
+    pub stale: u64,
+    /// Late datagrams that filled a gap (accepted).
+    pub late_datagrams: u64,
+}
+
+impl AgentStats {
+    /// Events lost on the way: event gaps plus agent-side losses (the ISB
+    /// `isb_ifdrop` of this agent's interface).
+    pub fn dropped(&self) -> u64 {
+        self.event_gaps + self.agent_lost
+    }
+}
+
+/// Everything the sink counts, as one snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SinkStats {
+    /// Seconds since the sink started.
+    pub uptime_s: f64,
+    /// Datagrams read from the socket.
+    pub datagrams_received: u64,
+    /// Datagrams accepted (their events go to the file).
+    pub datagrams_accepted: u64,
+    /// Datagrams rejected, all reasons.
+    pub datagrams_rejected: u64,
+    /// Events in accepted datagrams.
+    pub events_accepted: u64,
+    /// Events written to a pcapng file (committed to the file system).
+    pub events_written: u64,
+    /// Events accepted but lost by the sink itself (write error, full disk,
+    /// no file open). Never silent.
+    pub sink_write_lost: u64,
+    /// Events written later than an event with a larger timestamp (arrived
+    /// after the reorder window had moved past them).
+    pub events_out_of_order: u64,
+    /// Events released early because the reorder buffer was full.
+    pub reorder_overflow: u64,
+    /// Bytes committed to pcapng files.
+    pub bytes_written: u64,
+    /// pcapng files opened.
+    pub files: u64,
+    /// The file being written, if any.
+    pub current_file: Option<String>,
+    /// Rejected datagrams by reason (every reason listed, zeros included).
+    pub rejects: BTreeMap<String, u64>,
+    /// Rejected datagrams by source address, then reason (non-zero only).
+    pub rejects_by_source: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Per agent, in order of first appearance.
+    pub agents: Vec<AgentStats>,
+}
+
+/// Counters of the receive task.
+#[derive(Debug, Default)]
+pub(crate) struct ReceiveCounters {
+    pub datagrams_received: u64,
+    pub datagrams_accepted: u64,
+    pub events_accepted: u64,
+    pub rejects: BTreeMap<&'static str, u64>,
+    pub by_source: HashMap<SocketAddr, BTreeMap<&'static str, u64>>,
+    pub other_sources: BTreeMap<&'static str, u64>,
+}
+
+impl ReceiveCounters {
+    fn new() -> Self {
+        let mut c = ReceiveCounters::default();
+        for r in DecodeError::ALL_REASONS.iter().chain(SINK_REASONS) {
+            c.rejects.insert(r, 0);
+        }
+        c
+    }
+
+    /// Count one rejected datagram.
+    pub fn reject(&mut self, src: SocketAddr, reason: &'static str) {
+        *self.rejects.entry(reason).or_insert(0) += 1;
+        let per = if self.by_source.len() < MAX_REJECT_SOURCES || self.by_source.contains_key(&src)
+        {
+            self.by_source.entry(src).or_default()
+        } else {
+            &mut self.other_sources
+        };
+        *per.entry(reason).or_insert(0) += 1;
+    }
+}
+
+/// Counters of the writer thread (it keeps its own copy and publishes it).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct WriterCounters {
+    pub events_written: u64,
+    pub sink_write_lost: u64,
+    pub events_out_of_order: u64,
+    pub reorder_overflow: u64,
+    pub bytes_written: u64,
+    pub files: u64,
+    pub current_file: Option<String>,
+}
+
+/// State behind the shared lock.
+#[derive(Debug)]
+pub(crate) struct SharedState {
+    pub agents: AgentTable,
+    pub rx: ReceiveCounters,
+    pub wr: WriterCounters,
+}
+
+/// The lock shared by the receive task, the writer and the reporter.
+///
+/// The receive task holds it while it handles one burst of datagrams; the
+/// others take it briefly. A poisoned lock (a panic elsewhere) still holds
+/// valid counters, so it is used as is.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    started: Instant,
+    state: Mutex<SharedState>,
+}
+
+impl Shared {
+    pub fn new() -> Self {
+        Shared {
+            started: Instant::now(),
+            state: Mutex::new(SharedState {
+                agents: AgentTable::default(),
+                rx: ReceiveCounters::new(),
+                wr: WriterCounters::default(),
+            }),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, SharedState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn snapshot(&self) -> SinkStats {
+        let s = self.lock();
+        let rx = &s.rx;
+        let wr = &s.wr;
+        let mut by_source: BTreeMap<String, BTreeMap<String, u64>> = rx
+            .by_source
+            .iter()
+            .map(|(a, m)| (a.to_string(), own(m)))
+            .collect();
+        if !rx.other_sources.is_empty() {
+            by_source.insert(OTHER_SOURCES.to_owned(), own(&rx.other_sources));
+        }
+        SinkStats {
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            datagrams_received: rx.datagrams_received,
+            datagrams_accepted: rx.datagrams_accepted,
+            datagrams_rejected: rx.rejects.values().sum(),
+            events_accepted: rx.events_accepted,
+            events_written: wr.events_written,
+            sink_write_lost: wr.sink_write_lost,
+            events_out_of_order: wr.events_out_of_order,
+            reorder_overflow: wr.reorder_overflow,
+            bytes_written: wr.bytes_written,
+            files: wr.files,
+            current_file: wr.current_file.clone(),
+            rejects: own(&rx.rejects),
+            rejects_by_source: by_source,
+            agents: s
+                .agents
+                .agents
+                .iter()
+                .map(|a| AgentStats {
+                    host: a.host.clone(),
+                    agent_id: format!("{:016x}", a.key.agent_id),
+                    boot_id: a.key.boot_id.iter().map(|b| format!("{b:02x}")).collect(),
+                    clock_source: clock_source_name(a.clock_source),
+                    clock_state: ClockState::from_u8(a.clock_state)
+                        .map(|c| c.name().to_owned())
+                        .unwrap_or_else(|| format!("unknown({})", a.clock_state)),
+                    datagrams: a.datagrams,
+                    events: a.events,
+                    datagram_gaps: a.seq.datagram_gaps,
+                    event_gaps: a.seq.event_gaps,
+                    agent_lost: a.agent_lost,
+                    duplicates: a.duplicates,
+                    stale: a.stale,
+                    late_datagrams: a.late,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn own(m: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
+    m.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+}
+
+/// Name of a clock source wire value (`unknown(N)` for values this build
+/// does not know).
+pub fn clock_source_name(v: u8) -> String {
+    ClockSource::from_u8(v)
+        .map(|c| c.name().to_owned())
+        .unwrap_or_else(|| format!("unknown({v})"))
+}
+
+impl SinkStats {
+    /// The stats as a multi-line human table (what the binary prints
+    /// without `--json`).
+    pub fn to_table(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "sink: up {:.1}s  datagrams {} (accepted {}, rejected {})  events accepted {}  written {}  sink_write_lost {}",
+            self.uptime_s,
+            self.datagrams_received,
+            self.datagrams_accepted,
+            self.datagrams_rejected,
+            self.events_accepted,
+            self.events_written,
+            self.sink_write_lost
+        );
+        let _ = writeln!(
+            o,
+            "      files {}  bytes {}  out-of-order {}  reorder overflow {}  current {}",
+            self.files,
+            self.bytes_written,
+            self.events_out_of_order,
+            self.reorder_overflow,
+            self.current_file.as_deref().unwrap_or("-")
+        );
+        let rejects: Vec<String> = self
+            .rejects
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(r, n)| format!("{r}={n}"))
+            .collect();
+        if !rejects.is_empty() {
+            let _ = writeln!(o, "      rejects: {}", rejects.join(" "));
+        }
+        if self.agents.is_empty() {
+            let _ = writeln!(o, "      no agents yet");
+            return o;
+        }
+        let _ = writeln!(
+            o,
+            "{:<20} {:<16} {:<18} {:>10} {:>12} {:>8} {:>10} {:>10} {:>6}",
+            "HOST",
+            "AGENT",
+            "CLOCK",
+            "DATAGRAMS",
+            "EVENTS",
+            "DG_GAPS",
+            "EV_GAPS",
+            "AGENT_LOST",
+            "DUPS"
+        );
+        for a in &self.agents {
+            let clock = format!("{}/{}", a.clock_source, a.clock_state);
+            let _ = writeln!(
+                o,
+                "{:<20} {:<16} {:<18} {:>10} {:>12} {:>8} {:>10} {:>10} {:>6}",
+                a.host,
+                a.agent_id,
+                clock,
+                a.datagrams,
+                a.events,
+                a.datagram_gaps,
+                a.event_gaps,
+                a.agent_lost,
+                a.duplicates
+            );
+        }
+        o
+    }
+}

@@ -1,0 +1,365 @@
+//! The writer thread: reorders accepted events, encodes them into pcapng,
+//! rotates files, and survives write failures (counting what it loses).
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc::Receiver;
+use tracer_codec::{CaptureRecord, RawRecord, RECORD_HEADER_LEN};
+
+use crate::batch::{AgentInfo, Batch, ToWriter};
+use crate::config::SinkConfig;
+use crate::pcapng::{IsbInfo, TraceFile, WriteFailure};
+use crate::reorder::{Release, ReorderBuffer};
+use crate::stats::{Shared, WriterCounters};
+
+/// Writer state; lives on its own thread for the whole run.
+pub(crate) struct Writer {
+    cfg: SinkConfig,
+    shared: Arc<Shared>,
+    agents: Vec<AgentInfo>,
+    /// Events handed to the writer per agent (the ISB `isb_ifrecv`).
+    received: Vec<u64>,
+    reorder: ReorderBuffer<(Rc<Batch>, u32)>,
+    file: Option<TraceFile>,
+    /// Next file number (NNN of the name).
+    file_seq: u32,
+    /// When to try again to open a file after a failure.
+    retry_at: Option<Instant>,
+    counters: WriterCounters,
+    /// Bytes committed to files already closed (or abandoned).
+    closed_bytes: u64,
+    last_ts: u64,
+    payload: Vec<u8>,
+}
+
+/// Run the writer until the channel closes; then flush and close the file.
+pub(crate) fn run_writer(cfg: SinkConfig, shared: Arc<Shared>, mut rx: Receiver<ToWriter>) {
+    let mut w = Writer {
+        reorder: ReorderBuffer::new(cfg.reorder_window, cfg.reorder_max_events),
+        cfg,
+        shared,
+        agents: Vec::new(),
+        received: Vec::new(),
+        file: None,
+        file_seq: 0,
+        retry_at: None,
+        counters: WriterCounters::default(),
+        closed_bytes: 0,
+        last_ts: 0,
+        payload: Vec::with_capacity(512),
+    };
+    w.open_file();
+    while let Some(msg) = rx.blocking_recv() {
+        match msg {
+            ToWriter::Agent(a) => w.add_agent(a),
+            ToWriter::Batch(b) => w.add_batch(b),
+            ToWriter::Tick => w.tick(),
+        }
+        w.release_due();
+        w.maybe_rotate();
+        w.publish();
+    }
+    w.finish();
+    w.publish();
+}
+
+fn unix_now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Writer {
+    fn publish(&self) {
+        self.shared.lock().wr = self.counters.clone();
+    }
+
+    fn add_agent(&mut self, a: AgentInfo) {
+        let idx = a.index as usize;
+        if self.agents.len() <= idx {
+            self.received.resize(idx + 1, 0);
+        }
+        // Indices arrive in order; keep the vector dense regardless.
+        while self.agents.len() < idx {
+            let i = self.agents.len() as u32;
+            self.agents.push(AgentInfo {
+                index: i,
+                agent_id: 0,
+                host: String::new(),
+                clock_source: 0,
+            });
+        }
+        if self.agents.len() == idx {
+            self.agents.push(a);
+        } else {
+            self.agents[idx] = a;
+        }
+        // Emit the IDB now so every file lists every agent known when it
+        // was written, even one whose events have not been written yet.
+        let idx = idx as u32;
+        self.ensure_interface(idx);
+    }
+
+    fn ensure_interface(&mut self, agent: u32) -> Option<u32> {
+        let file = self.file.as_mut()?;
+        if let Some(id) = file.interface(agent) {
+            return Some(id);
+        }
+        let info = self.agents.get(agent as usize)?;
+        match file.add_interface(info) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot describe agent interface");
+                None
+            }
+        }
+    }
+
+    fn add_batch(&mut self, b: Batch) {
+        let arrived = b.arrived;
+        let max_ts = b.max_ts;
+        let b = Rc::new(b);
+        for (i, m) in b.events.iter().enumerate() {
+            if let Some(n) = self.received.get_mut(m.agent as usize) {
+                *n += 1;
+            }
+            self.reorder.push(m.ts_ns, (Rc::clone(&b), i as u32));
+        }
+        self.reorder.note_arrival(arrived, max_ts);
+    }
+
+    fn tick(&mut self) {
+        if self.file.is_none() {
+            self.open_file();
+        } else if let Some(f) = self.file.as_mut() {
+            // Get a quiet sink's events onto disk within a tick.
+            match f.commit() {
+                Ok(n) => self.counters.events_written += n,
+                Err(fail) => self.on_failure(fail),
+            }
+            self.sync_bytes();
+        }
+    }
+
+    /// Write every event whose time has come.
+    fn release_due(&mut self) {
+        let wm = self.reorder.watermark(Instant::now());
+        while let Some((ts, (b, i), why)) = self.reorder.pop_due(wm) {
+            if why == Release::Overflow {
+                self.counters.reorder_overflow += 1;
+            }
+            self.write_one(ts, &b, i as usize);
+        }
+    }
+
+    /// Write everything held (rotation, shutdown).
+    fn release_all(&mut self) {
+        while let Some((ts, (b, i))) = self.reorder.pop_any() {
+            self.write_one(ts, &b, i as usize);
+        }
+    }
+
+    fn write_one(&mut self, ts: u64, b: &Batch, i: usize) {
+        if ts < self.last_ts {
+            self.counters.events_out_of_order += 1;
+        } else {
+            self.last_ts = ts;
+        }
+        let m = b.events[i];
+        let Some(iface) = self.ensure_interface(m.agent) else {
+            self.counters.sink_write_lost += 1;
+            return;
+        };
+        let rec = b.record(i);
+        let Some(agent) = self.agents.get(m.agent as usize) else {
+            self.counters.sink_write_lost += 1;
+            return;
+        };
+        self.payload.clear();
+        CaptureRecord::encode(
+            &mut self.payload,
+            agent.agent_id,
+            m.event_seq,
+            m.clock_source,
+            m.clock_state,
+            &agent.host,
+            rec,
+        );
+        let comment = if self.cfg.comments {
+            // The receiver validated the record; decode again here so the
+            // summary's cost lands on the writer's core, not the receiver's.
+            let raw = RawRecord {
+                kind: u16::from_le_bytes([rec[0], rec[1]]),
+                body: &rec[RECORD_HEADER_LEN..],
+                bytes: rec,
+            };
+            raw.decode().ok().map(|ev| ev.summary())
+        } else {
+            None
+        };
+        let Some(file) = self.file.as_mut() else {
+            self.counters.sink_write_lost += 1;
+            return;
+        };
+        if let Err(e) = file.write_event(iface, ts, &self.payload, m.event_seq, comment) {
+            tracing::error!(error = %e, "cannot encode event");
+            self.counters.sink_write_lost += 1;
+            return;
+        }
+        match file.maybe_commit() {
+            Ok(n) => {
+                self.counters.events_written += n;
+                self.sync_bytes();
+            }
+            Err(fail) => self.on_failure(fail),
+        }
+    }
+
+    fn sync_bytes(&mut self) {
+        if let Some(f) = &self.file {
+            self.counters.current_file = Some(f.path().display().to_string());
+            // bytes_written = closed files + this file's committed bytes.
+            self.counters.bytes_written = self.closed_bytes + f.committed();
+        }
+    }
+
+    fn on_failure(&mut self, fail: WriteFailure) {
+        self.counters.sink_write_lost += fail.lost_events;
+        let path = self
+            .file
+            .as_ref()
+            .map(|f| f.path().display().to_string())
+            .unwrap_or_default();
+        if let Some(f) = self.file.take() {
+            self.closed_bytes += f.committed();
+        }
+        self.counters.bytes_written = self.closed_bytes;
+        self.counters.current_file = None;
+        self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
+        tracing::error!(
+            file = %path,
+            error = %fail.error,
+            lost_events = fail.lost_events,
+            "write failed; the file was cut back to its last complete block and closed. \
+             Free space on the output file system (or fix its permissions); the sink keeps \
+             receiving, counts unwritten events as sink_write_lost and tries a new file every {:?}",
+            self.cfg.retry_interval
+        );
+    }
+
+    /// Open a new file (respecting the retry delay after a failure).
+    fn open_file(&mut self) {
+        if let Some(at) = self.retry_at {
+            if Instant::now() < at {
+                return;
+            }
+        }
+        match TraceFile::create(
+            &self.cfg.output_dir,
+            &self.cfg.file_prefix,
+            self.file_seq,
+            unix_now_s(),
+        ) {
+            Ok((f, used)) => {
+                self.file_seq = used + 1;
+                self.counters.files += 1;
+                if self.retry_at.take().is_some() {
+                    tracing::info!(file = %f.path().display(), "writing again after a failure");
+                } else {
+                    tracing::info!(file = %f.path().display(), "new trace file");
+                }
+                self.file = Some(f);
+                for i in 0..self.agents.len() as u32 {
+                    self.ensure_interface(i);
+                }
+                self.sync_bytes();
+            }
+            Err(e) => {
+                self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
+                tracing::error!(
+                    dir = %self.cfg.output_dir.display(),
+                    error = %e,
+                    "cannot open a trace file; check that the --output directory is writable and \
+                     its file system has space. Events are counted as sink_write_lost until a file \
+                     opens; retrying every {:?}",
+                    self.cfg.retry_interval
+                );
+            }
+        }
+    }
+
+    fn maybe_rotate(&mut self) {
+        let Some(f) = &self.file else { return };
+        let by_size = self.cfg.rotate_size_bytes.is_some_and(|s| f.len() >= s);
+        let by_time = self.cfg.rotate_interval.is_some_and(|t| f.age() >= t);
+        if by_size || by_time {
+            self.release_all();
+            self.close_file();
+            self.open_file();
+        }
+    }
+
+    fn isbs(&self) -> Vec<IsbInfo> {
+        let s = self.shared.lock();
+        s.agents
+            .agents
+            .iter()
+            .map(|a| IsbInfo {
+                agent: a.index,
+                ifrecv: self.received.get(a.index as usize).copied().unwrap_or(0),
+                ifdrop: a.seq.event_gaps + a.agent_lost,
+                comment: format!(
+                    "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={}) late_datagrams={}",
+                    a.datagrams,
+                    a.seq.datagram_gaps,
+                    a.seq.event_gaps,
+                    a.agent_lost,
+                    a.duplicates + a.stale,
+                    a.duplicates,
+                    a.stale,
+                    a.late
+                ),
+            })
+            .collect()
+    }
+
+    fn close_file(&mut self) {
+        let Some(f) = self.file.take() else { return };
+        let isbs = self.isbs();
+        let path = f.path().display().to_string();
+        let before = f.committed();
+        let len = f.len();
+        match f.close(&isbs, self.cfg.clock.now_ns()) {
+            Ok(n) => {
+                self.counters.events_written += n;
+                self.closed_bytes += len;
+                tracing::info!(file = %path, bytes = len, "closed trace file");
+            }
+            Err(fail) => {
+                self.file = None;
+                self.closed_bytes += before;
+                self.counters.sink_write_lost += fail.lost_events;
+                self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
+                tracing::error!(file = %path, error = %fail.error, lost_events = fail.lost_events,
+                    "could not finish the trace file; it was cut back to its last complete block. \
+                     Free space on the output file system");
+            }
+        }
+        self.counters.bytes_written = self.closed_bytes;
+        self.counters.current_file = None;
+    }
+
+    fn finish(&mut self) {
+        if self.file.is_none() {
+            // One last chance for a fresh file before the buffered events
+            // are given up as lost.
+            self.retry_at = None;
+            self.open_file();
+        }
+        self.release_all();
+        self.close_file();
+    }
+}
