@@ -2,8 +2,6 @@
 //! read A, B, A and keep the reading whose A-bracket is narrowest, as
 //! phc2sys does for system clocks without a cross-timestamp ioctl.
 
-use thiserror::Error;
-
 /// A system clock readable with `clock_gettime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClockId {
@@ -29,18 +27,7 @@ impl ClockId {
     }
 }
 
-/// Reading a clock failed.
-#[derive(Debug, Error)]
-pub enum ClockError {
-    /// `clock_gettime` returned an error.
-    #[error("clock_gettime({clock:?}) failed: {source}")]
-    Gettime {
-        /// Which clock.
-        clock: ClockId,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
+pub use crate::error::ClockError;
 
 /// Read a system clock in nanoseconds.
 pub fn now_ns(clock: ClockId) -> Result<u64, ClockError> {
@@ -78,7 +65,11 @@ impl BracketSample {
 }
 
 /// Take `n` brackets base/target/base and return the narrowest.
-pub fn measure_offset(base: ClockId, target: ClockId, n: usize) -> Result<BracketSample, ClockError> {
+pub fn measure_offset(
+    base: ClockId,
+    target: ClockId,
+    n: usize,
+) -> Result<BracketSample, ClockError> {
     let mut best: Option<BracketSample> = None;
     for _ in 0..n.max(1) {
         let b1 = now_ns(base)?;

@@ -1,0 +1,211 @@
+//! The discipline loop: one reference clock, one servo, one shared global
+//! clock. Each [`Discipline::tick`] takes a sample, runs the servo, updates
+//! the global clock and returns a [`ClockReport`] (what the agent ships as a
+//! clock record). Threading is the caller's choice: call `tick` from your own
+//! loop, or [`Discipline::spawn`] a thread that ticks every interval.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{OffsetSample, ReferenceClock};
+use crate::error::ClockError;
+use crate::global::{Adjustment, GlobalClock};
+use crate::servo::{Servo, ServoState};
+
+/// Offsets kept for the error estimate (RMS over the last this many).
+pub const ERROR_WINDOW: usize = 16;
+
+/// One update, as phc2sys -m prints it, plus the raw sample.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ClockReport {
+    /// Monotonic instant of the sample, ns.
+    pub mono_ns: u64,
+    /// `global - reference` at that instant, before this update, ns.
+    pub offset_ns: i64,
+    /// Frequency correction now in force, ppb.
+    pub freq_ppb: f64,
+    /// Read delay / round-trip delay of the sample, ns.
+    pub delay_ns: u64,
+    /// Servo state after this update.
+    pub state: ServoState,
+    /// Error estimate after this update, ns.
+    pub error_estimate_ns: u64,
+    /// The raw sample.
+    pub sample: OffsetSample,
+}
+
+impl ClockReport {
+    /// phc2sys -m style line: `offset   -12 s2 freq  +3456 delay   789`.
+    pub fn phc2sys_line(&self) -> String {
+        format!(
+            "offset {:>9} s{} freq {:>+9.0} delay {:>6}",
+            self.offset_ns,
+            self.state.code(),
+            self.freq_ppb,
+            self.delay_ns
+        )
+    }
+}
+
+/// Source + servo + global clock.
+pub struct Discipline<R: ReferenceClock> {
+    source: R,
+    servo: Servo,
+    clock: GlobalClock,
+    freq_ppb: f64,
+    recent_offsets: VecDeque<i64>,
+}
+
+impl<R: ReferenceClock> std::fmt::Debug for Discipline<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Discipline")
+            .field("source", &self.source.name())
+            .field("servo", &self.servo)
+            .finish()
+    }
+}
+
+impl<R: ReferenceClock> Discipline<R> {
+    /// Discipline `clock` (a handle; keep clones for readers) to `source`.
+    pub fn new(source: R, servo: Servo, clock: GlobalClock) -> Self {
+        Discipline {
+            source,
+            servo,
+            clock,
+            freq_ppb: 0.0,
+            recent_offsets: VecDeque::with_capacity(ERROR_WINDOW),
+        }
+    }
+
+    /// The global clock handle.
+    pub fn clock(&self) -> &GlobalClock {
+        &self.clock
+    }
+
+    /// The source.
+    pub fn source(&self) -> &R {
+        &self.source
+    }
+
+    /// The source, mutably (e.g. to advance a simulation).
+    pub fn source_mut(&mut self) -> &mut R {
+        &mut self.source
+    }
+
+    /// The servo.
+    pub fn servo(&self) -> &Servo {
+        &self.servo
+    }
+
+    /// Take one sample and update the clock.
+    ///
+    /// The very first sample initialises an empty global clock to the
+    /// reference (nothing to keep continuous yet); the servo then sees
+    /// offsets against that mapping and estimates the frequency from its
+    /// first two samples.
+    pub fn tick(&mut self) -> Result<ClockReport, ClockError> {
+        let sample = self.source.sample()?;
+        Ok(self.apply_sample(sample))
+    }
+
+    /// Update with a sample obtained elsewhere (used by `tick`).
+    pub fn apply_sample(&mut self, sample: OffsetSample) -> ClockReport {
+        if self.clock.is_empty() {
+            self.clock
+                .initialize(sample.mono_ns, sample.ref_ns, ServoState::Unlocked);
+        }
+        let snap = self.clock.snapshot();
+        let local = snap.to_global_ns(sample.mono_ns).unwrap_or(sample.ref_ns);
+        let offset_ns = local.wrapping_sub(sample.ref_ns) as i64;
+        let out = self.servo.sample(offset_ns, sample.mono_ns);
+        let step_ns = match out.state {
+            ServoState::Unlocked => 0,
+            ServoState::Jump => -offset_ns,
+            ServoState::Locked | ServoState::LockedStable => 0,
+        };
+        if out.state != ServoState::Unlocked {
+            self.freq_ppb = out.freq_ppb;
+        }
+        // Error estimate: RMS of recent offsets (what the servo could not
+        // remove) plus the sample's own uncertainty. After a step the
+        // history no longer describes the clock, so it restarts.
+        if step_ns != 0 || out.state == ServoState::Unlocked {
+            self.recent_offsets.clear();
+        }
+        if step_ns == 0 {
+            if self.recent_offsets.len() == ERROR_WINDOW {
+                self.recent_offsets.pop_front();
+            }
+            self.recent_offsets.push_back(offset_ns);
+        }
+        let rms = if self.recent_offsets.is_empty() {
+            0.0
+        } else {
+            let sum: f64 = self
+                .recent_offsets
+                .iter()
+                .map(|&o| (o as f64).powi(2))
+                .sum();
+            (sum / self.recent_offsets.len() as f64).sqrt()
+        };
+        let error_estimate_ns = if out.state == ServoState::Unlocked {
+            offset_ns.unsigned_abs() + sample.uncertainty_ns
+        } else {
+            rms.round() as u64 + sample.uncertainty_ns
+        };
+        self.clock.apply(Adjustment {
+            mono_ns: sample.mono_ns,
+            step_ns,
+            freq_ppb: self.freq_ppb,
+            state: out.state,
+            error_estimate_ns,
+        });
+        ClockReport {
+            mono_ns: sample.mono_ns,
+            offset_ns,
+            freq_ppb: self.freq_ppb,
+            delay_ns: sample.delay_ns,
+            state: out.state,
+            error_estimate_ns,
+            sample,
+        }
+    }
+
+    /// Wait one interval through the source (sleeps; a simulation advances).
+    pub fn wait(&mut self, interval: Duration) {
+        self.source.wait_ns(interval.as_nanos() as u64);
+    }
+}
+
+impl<R: ReferenceClock + 'static> Discipline<R> {
+    /// Run `tick` every `interval` on a new thread until `shutdown` is set.
+    /// Each result goes to `on_report` (errors too: a failed sample leaves
+    /// the clock as it was, and the loop goes on).
+    pub fn spawn<F>(
+        mut self,
+        interval: Duration,
+        shutdown: Arc<AtomicBool>,
+        mut on_report: F,
+    ) -> std::io::Result<std::thread::JoinHandle<Self>>
+    where
+        F: FnMut(Result<ClockReport, ClockError>) + Send + 'static,
+    {
+        std::thread::Builder::new()
+            .name("clocksync".into())
+            .spawn(move || {
+                while !shutdown.load(Ordering::Relaxed) {
+                    on_report(self.tick());
+                    // Sleep in short slices so shutdown is prompt.
+                    let mut left = interval;
+                    while !left.is_zero() && !shutdown.load(Ordering::Relaxed) {
+                        let slice = left.min(Duration::from_millis(50));
+                        self.source.wait_ns(slice.as_nanos() as u64);
+                        left -= slice;
+                    }
+                }
+                self
+            })
+    }
+}

@@ -1,0 +1,418 @@
+//! The servo interface and the logic common to every servo: the state
+//! machine, first-step / step thresholds and stable detection.
+//!
+//! A servo is pure arithmetic. It is fed `offset_ns = local - reference`
+//! (the disciplined clock minus the reference, sampled at the local
+//! monotonic instant `local_ts_ns`) and answers with a frequency correction
+//! and a state. The caller (see `discipline.rs`) applies both to the global
+//! clock; no servo ever makes a system call.
+//!
+//! # State machine (same meaning as linuxptp's `enum servo_state`)
+//!
+//! ```text
+//!            first samples, or reset (offset > step threshold)
+//!   UNLOCKED ─────────────────────────────┐
+//!      │ frequency estimate ready          │
+//!      ├── |offset| > first-step / step ──► JUMP ──┐ caller steps the clock
+//!      │                                          │ by -offset, sets freq
+//!      └──────────────► LOCKED ◄──────────────────┘
+//!                        │  ▲  num_offset_values consecutive samples with
+//!                        ▼  │  |offset| < stable_offset_threshold_ns
+//!                     LOCKED_STABLE
+//! ```
+//!
+//! * `UNLOCKED`: no frequency estimate yet; the caller leaves the clock alone.
+//! * `JUMP`: the caller steps the clock by `-offset_ns` and applies
+//!   `freq_ppb`. Only on the first update (`first_step_threshold_ns`) or when
+//!   `step_threshold_ns` is non-zero.
+//! * `LOCKED`: the caller applies `freq_ppb`.
+//! * `LOCKED_STABLE`: as LOCKED, and the last `num_offset_values` offsets were
+//!   all under `stable_offset_threshold_ns`.
+//!
+//! In LOCKED, an offset above a non-zero `step_threshold_ns` resets the
+//! algorithm (state UNLOCKED); it re-estimates the frequency and then JUMPs,
+//! as linuxptp does.
+
+use crate::linreg::LinReg;
+use crate::pi::PiServo;
+
+/// Servo state; see the module documentation for the transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ServoState {
+    /// No frequency estimate yet: do not touch the clock.
+    Unlocked,
+    /// Step the clock by `-offset_ns`, then apply `freq_ppb`.
+    Jump,
+    /// Apply `freq_ppb`.
+    Locked,
+    /// Apply `freq_ppb`; the offset has been small for a while.
+    LockedStable,
+}
+
+impl ServoState {
+    /// The number phc2sys prints after `s` (s0 unlocked, s1 jump, s2 locked,
+    /// s3 locked stable).
+    pub fn code(self) -> u8 {
+        match self {
+            ServoState::Unlocked => 0,
+            ServoState::Jump => 1,
+            ServoState::Locked => 2,
+            ServoState::LockedStable => 3,
+        }
+    }
+
+    /// True in LOCKED and LOCKED_STABLE.
+    pub fn is_locked(self) -> bool {
+        matches!(self, ServoState::Locked | ServoState::LockedStable)
+    }
+}
+
+/// Which algorithm drives the frequency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServoKind {
+    /// Proportional-integral controller (phc2sys default), `pi.rs`.
+    #[default]
+    Pi,
+    /// Least-squares fit over a sliding, self-sizing window, `linreg.rs`.
+    LinReg,
+}
+
+impl std::str::FromStr for ServoKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pi" => Ok(ServoKind::Pi),
+            "linreg" => Ok(ServoKind::LinReg),
+            other => Err(format!("unknown servo {other:?} (pi|linreg)")),
+        }
+    }
+}
+
+/// Typed servo configuration. Defaults follow linuxptp's `default.cfg`
+/// where a tracer has no reason to differ (noted per field).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServoConfig {
+    /// Update interval in seconds; the PI gains are derived from it.
+    pub interval_s: f64,
+    /// Step on the first update when |offset| exceeds this (0 = never).
+    /// linuxptp `first_step_threshold` default: 0.00002 s = 20 µs.
+    pub first_step_threshold_ns: i64,
+    /// Step whenever |offset| exceeds this (0 = never, linuxptp default 0.0).
+    pub step_threshold_ns: i64,
+    /// Frequency correction clamp in ppb. linuxptp uses the clock's maximum
+    /// adjustment (its `max_frequency` default 900000000 only caps that); a
+    /// software clock has no such limit, so we take 1000 ppm, 10x the worst
+    /// crystal a host is expected to have, which still catches a runaway.
+    pub max_freq_ppb: f64,
+    /// LOCKED becomes LOCKED_STABLE after `num_offset_values` offsets below
+    /// this (0 = never). linuxptp's `servo_offset_threshold` defaults to 0
+    /// (off); a tracer wants the flag, so we default to 1 µs, about ten times
+    /// the kernel-stamped exchange's p99 under load.
+    pub stable_offset_threshold_ns: i64,
+    /// linuxptp `servo_num_offset_values` default: 10.
+    pub num_offset_values: u32,
+    /// Timestamps come from hardware (PHC, NIC). Selects the PI gain scales
+    /// (hardware 0.7/0.3, software 0.1/0.001 in linuxptp).
+    pub hardware_timestamps: bool,
+}
+
+impl Default for ServoConfig {
+    fn default() -> Self {
+        ServoConfig {
+            interval_s: 1.0,
+            first_step_threshold_ns: 20_000,
+            step_threshold_ns: 0,
+            max_freq_ppb: 1_000_000.0,
+            stable_offset_threshold_ns: 1_000,
+            num_offset_values: 10,
+            hardware_timestamps: true,
+        }
+    }
+}
+
+/// What an algorithm says about one sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AlgoOutput {
+    /// Still collecting samples: no estimate yet.
+    Collecting,
+    /// A frequency correction (ppb, positive = speed the local clock up).
+    /// `first` is true for the first estimate after creation or reset.
+    Ready {
+        /// Correction to apply, ppb.
+        freq_ppb: f64,
+        /// First estimate since reset (a JUMP may happen here).
+        first: bool,
+    },
+}
+
+/// One servo algorithm (PI, linear regression). The common state machine in
+/// [`Servo`] wraps it; an algorithm only turns offsets into a frequency.
+pub trait ServoAlgorithm: Send {
+    /// Short name ("pi", "linreg").
+    fn name(&self) -> &'static str;
+    /// Feed one offset (`local - reference`, ns) measured at `local_ts_ns`.
+    fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> AlgoOutput;
+    /// The update interval changed.
+    fn set_interval(&mut self, interval_s: f64);
+    /// The caller stepped the local clock by `-offset_ns` (after JUMP).
+    fn stepped(&mut self, offset_ns: i64);
+    /// Forget everything except the configuration (and the last frequency).
+    fn reset(&mut self);
+}
+
+/// The servo's answer to one sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServoOutput {
+    /// Frequency correction for the local clock, ppb (positive = faster).
+    pub freq_ppb: f64,
+    /// What to do with it.
+    pub state: ServoState,
+}
+
+/// A servo: an algorithm plus the common state machine.
+pub struct Servo {
+    algo: Box<dyn ServoAlgorithm>,
+    cfg: ServoConfig,
+    first_update: bool,
+    /// Samples still needed below the stable threshold (linuxptp's
+    /// `curr_offset_values`).
+    stable_countdown: u32,
+    last_freq_ppb: f64,
+    state: ServoState,
+}
+
+impl std::fmt::Debug for Servo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Servo")
+            .field("algo", &self.algo.name())
+            .field("state", &self.state)
+            .field("freq_ppb", &self.last_freq_ppb)
+            .finish()
+    }
+}
+
+impl Servo {
+    /// A servo of the given kind.
+    pub fn new(kind: ServoKind, cfg: ServoConfig) -> Self {
+        let algo: Box<dyn ServoAlgorithm> = match kind {
+            ServoKind::Pi => Box::new(PiServo::new(&cfg)),
+            ServoKind::LinReg => Box::new(LinReg::new(&cfg)),
+        };
+        Self::with_algorithm(algo, cfg)
+    }
+
+    /// A servo around any algorithm.
+    pub fn with_algorithm(algo: Box<dyn ServoAlgorithm>, cfg: ServoConfig) -> Self {
+        Servo {
+            algo,
+            stable_countdown: cfg.num_offset_values,
+            cfg,
+            first_update: true,
+            last_freq_ppb: 0.0,
+            state: ServoState::Unlocked,
+        }
+    }
+
+    /// The algorithm's name.
+    pub fn name(&self) -> &'static str {
+        self.algo.name()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServoConfig {
+        &self.cfg
+    }
+
+    /// The state after the last sample.
+    pub fn state(&self) -> ServoState {
+        self.state
+    }
+
+    /// Change the update interval (re-derives the PI gains).
+    pub fn set_interval(&mut self, interval_s: f64) {
+        self.cfg.interval_s = interval_s;
+        self.algo.set_interval(interval_s);
+    }
+
+    /// Back to UNLOCKED (keeps the last frequency).
+    pub fn reset(&mut self) {
+        self.algo.reset();
+        self.stable_countdown = self.cfg.num_offset_values;
+        self.state = ServoState::Unlocked;
+    }
+
+    fn exceeds(threshold_ns: i64, offset_ns: i64) -> bool {
+        threshold_ns > 0 && offset_ns.unsigned_abs() > threshold_ns.unsigned_abs()
+    }
+
+    /// Feed one sample: `offset_ns = local - reference` at `local_ts_ns`.
+    /// On [`ServoState::Jump`] the caller must step the local clock by
+    /// `-offset_ns` (and apply `freq_ppb`); this servo already assumes it did.
+    pub fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> ServoOutput {
+        let locked_before = self.state.is_locked();
+        let state = if locked_before && Self::exceeds(self.cfg.step_threshold_ns, offset_ns) {
+            // Too far off to slew: re-estimate, then JUMP (linuxptp does the same).
+            self.algo.reset();
+            ServoState::Unlocked
+        } else {
+            match self.algo.sample(offset_ns, local_ts_ns) {
+                AlgoOutput::Collecting => ServoState::Unlocked,
+                AlgoOutput::Ready { freq_ppb, first } => {
+                    self.last_freq_ppb = freq_ppb;
+                    let step = first
+                        && ((self.first_update
+                            && Self::exceeds(self.cfg.first_step_threshold_ns, offset_ns))
+                            || Self::exceeds(self.cfg.step_threshold_ns, offset_ns));
+                    if step {
+                        self.algo.stepped(offset_ns);
+                        ServoState::Jump
+                    } else {
+                        ServoState::Locked
+                    }
+                }
+            }
+        };
+        let state = match state {
+            ServoState::Unlocked => {
+                self.stable_countdown = self.cfg.num_offset_values;
+                state
+            }
+            ServoState::Jump => {
+                self.stable_countdown = self.cfg.num_offset_values;
+                self.first_update = false;
+                state
+            }
+            ServoState::Locked | ServoState::LockedStable => {
+                self.first_update = false;
+                if self.stable(offset_ns) {
+                    ServoState::LockedStable
+                } else {
+                    ServoState::Locked
+                }
+            }
+        };
+        self.state = state;
+        ServoOutput {
+            freq_ppb: self.last_freq_ppb,
+            state,
+        }
+    }
+
+    /// Stable detection, common to all algorithms: `num_offset_values`
+    /// consecutive offsets under the threshold.
+    fn stable(&mut self, offset_ns: i64) -> bool {
+        let threshold = self.cfg.stable_offset_threshold_ns;
+        if threshold <= 0 {
+            return false;
+        }
+        if offset_ns.unsigned_abs() < threshold.unsigned_abs() {
+            self.stable_countdown = self.stable_countdown.saturating_sub(1);
+        } else {
+            self.stable_countdown = self.cfg.num_offset_values;
+        }
+        self.stable_countdown == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An algorithm that reports a fixed frequency from the second sample.
+    struct Fixed {
+        n: u32,
+        stepped: Vec<i64>,
+    }
+    impl ServoAlgorithm for Fixed {
+        fn name(&self) -> &'static str {
+            "fixed"
+        }
+        fn sample(&mut self, _offset_ns: i64, _ts: u64) -> AlgoOutput {
+            self.n += 1;
+            match self.n {
+                1 => AlgoOutput::Collecting,
+                n => AlgoOutput::Ready {
+                    freq_ppb: 5.0,
+                    first: n == 2,
+                },
+            }
+        }
+        fn set_interval(&mut self, _: f64) {}
+        fn stepped(&mut self, offset_ns: i64) {
+            self.stepped.push(offset_ns);
+        }
+        fn reset(&mut self) {
+            self.n = 0;
+        }
+    }
+
+    fn servo(cfg: ServoConfig) -> Servo {
+        Servo::with_algorithm(
+            Box::new(Fixed {
+                n: 0,
+                stepped: vec![],
+            }),
+            cfg,
+        )
+    }
+
+    #[test]
+    fn unlocked_then_jump_on_large_first_offset() {
+        let mut s = servo(ServoConfig::default());
+        assert_eq!(s.sample(0, 0).state, ServoState::Unlocked);
+        assert_eq!(s.sample(50_000, 1).state, ServoState::Jump);
+        assert_eq!(s.sample(10, 2).state, ServoState::Locked);
+    }
+
+    #[test]
+    fn locked_when_first_offset_small() {
+        let mut s = servo(ServoConfig::default());
+        s.sample(0, 0);
+        assert_eq!(s.sample(19_999, 1).state, ServoState::Locked);
+    }
+
+    #[test]
+    fn stable_after_n_small_offsets_and_back() {
+        let cfg = ServoConfig {
+            stable_offset_threshold_ns: 100,
+            num_offset_values: 3,
+            ..Default::default()
+        };
+        let mut s = servo(cfg);
+        s.sample(0, 0);
+        let states: Vec<_> = (1..6).map(|i| s.sample(10, i).state).collect();
+        assert_eq!(
+            states,
+            [
+                ServoState::Locked,
+                ServoState::Locked,
+                ServoState::LockedStable,
+                ServoState::LockedStable,
+                ServoState::LockedStable
+            ]
+        );
+        assert_eq!(s.sample(500, 7).state, ServoState::Locked);
+    }
+
+    #[test]
+    fn step_threshold_resets_then_jumps() {
+        let cfg = ServoConfig {
+            step_threshold_ns: 1_000_000,
+            ..Default::default()
+        };
+        let mut s = servo(cfg);
+        s.sample(0, 0);
+        assert_eq!(s.sample(10, 1).state, ServoState::Locked);
+        assert_eq!(s.sample(5_000_000, 2).state, ServoState::Unlocked);
+        assert_eq!(s.sample(5_000_000, 3).state, ServoState::Unlocked);
+        assert_eq!(s.sample(5_000_000, 4).state, ServoState::Jump);
+    }
+
+    #[test]
+    fn parse_kind() {
+        assert_eq!("pi".parse::<ServoKind>(), Ok(ServoKind::Pi));
+        assert_eq!("linreg".parse::<ServoKind>(), Ok(ServoKind::LinReg));
+        assert!("x".parse::<ServoKind>().is_err());
+    }
+}
