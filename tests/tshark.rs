@@ -69,6 +69,8 @@ pub struct Query {
     pub prefs: Vec<(String, String)>,
     /// Two-pass analysis (`-2`), as the GUI re-dissects frames.
     pub two_pass: bool,
+    /// "Decode As" rules (`-d`), e.g. `udp.port==9999,nettrace`.
+    pub decode_as: Vec<String>,
     /// Allow frames with expert errors or malformed marks (bad-input tests).
     /// Lua errors are never allowed.
     pub allow_expert_errors: bool,
@@ -84,6 +86,12 @@ impl Query {
     /// A query with one more preference.
     pub fn pref(mut self, name: &str, value: &str) -> Self {
         self.prefs.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// A query with one more "Decode As" rule (`-d`).
+    pub fn decode_as(mut self, rule: &str) -> Self {
+        self.decode_as.push(rule.to_owned());
         self
     }
 
@@ -154,6 +162,9 @@ impl Tshark {
             .arg(file);
         for (name, value) in &query.prefs {
             cmd.arg("-o").arg(format!("{name}:{value}"));
+        }
+        for rule in &query.decode_as {
+            cmd.arg("-d").arg(rule);
         }
         if query.two_pass {
             cmd.arg("-2");

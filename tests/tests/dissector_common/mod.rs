@@ -552,9 +552,10 @@ fn nth<'a>(row: &'a Row, field: &str, i: usize) -> &'a str {
         .unwrap_or_else(|| panic!("{field}: no occurrence {i} in {row:?}"))
 }
 
-/// Compare the TX fields of the `i`-th TX event of `row` with `ev`.
-/// `what` names the event in failure messages.
-pub fn check_tx(row: &Row, i: usize, ev: &TxEvent, what: &str) {
+/// Compare the TX fields of the `i`-th TX event of `row` with `ev`; its
+/// addresses are the `addr_i`-th of its family (IPv4 and IPv6 addresses are
+/// separate fields). `what` names the event in failure messages.
+pub fn check_tx(row: &Row, i: usize, addr_i: usize, ev: &TxEvent, what: &str) {
     let eq = |field: &str, want: String| {
         assert_eq!(nth(row, field, i), want, "{what}: {field}");
     };
@@ -583,8 +584,8 @@ pub fn check_tx(row: &Row, i: usize, ev: &TxEvent, what: &str) {
         (IpAddr::V4(_), _) => ("nettrace.saddr", "nettrace.daddr"),
         _ => ("nettrace.saddr6", "nettrace.daddr6"),
     };
-    eq(s, f.saddr.to_string());
-    eq(d, f.daddr.to_string());
+    assert_eq!(nth(row, s, addr_i), f.saddr.to_string(), "{what}: {s}");
+    assert_eq!(nth(row, d, addr_i), f.daddr.to_string(), "{what}: {d}");
 }
 
 /// Compare a row's latency fields with `lat` (the row holds one event).
@@ -626,7 +627,7 @@ pub fn check_capture_frame(row: &Row, s: &Sent, model: &mut LatencyModel) {
     eq("nettrace.len", body.len().to_string());
     match &s.record {
         Record::Tx { ev, extra } => {
-            check_tx(row, 0, ev, &what);
+            check_tx(row, 0, 0, ev, &what);
             // Exactly one address pair, the one of the event's family.
             let pairs = ["nettrace.saddr", "nettrace.saddr6"]
                 .iter()

@@ -1,0 +1,224 @@
+//! Bad input: capture records and datagrams that are truncated, carry a
+//! bad stage or family, a bad magic or version, a header length out of
+//! range or a record count that does not match. The dissector must flag
+//! exactly those frames with the expected expert error (PI_MALFORMED,
+//! PI_ERROR), leave the good frames around them clean, and never raise a
+//! Lua error.
+
+mod dissector_common;
+
+use std::path::Path;
+
+use dissector_common::*;
+use pcap_file::DataLink;
+use tracer_e2e::tshark::{Query, Tshark};
+
+/// Expert infos of the dissector that mark errors, by field name.
+const EXPERT_ERRORS: &[&str] = &[
+    "nettrace.too_short",
+    "nettrace.bad_magic",
+    "nettrace.bad_version",
+    "nettrace.bad_header_len",
+    "nettrace.bad_hostname",
+    "nettrace.truncated_record",
+    "nettrace.event_count_mismatch",
+    "nettrace.body_too_short",
+    "nettrace.bad_stage",
+    "nettrace.bad_family",
+];
+
+/// PI_ERROR as tshark prints `_ws.expert.severity`.
+const PI_ERROR: &str = "8388608";
+
+/// Offset of a TX body field inside a record (after kind and len).
+const REC_STAGE: usize = 4 + 56;
+const REC_FAMILY: usize = 4 + 57;
+
+/// A few good events of one skb, and an unknown kind.
+fn events() -> Vec<Sent> {
+    golden_datagrams().remove(0).1
+}
+
+fn set_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Decodes `file` allowing expert errors, and checks that frame n (from 1)
+/// carries exactly the expert error `expected[n - 1]` (or none).
+fn check_flags(tshark: &Tshark, file: &Path, expected: &[Option<&str>]) {
+    let query = Query::default().allow_expert_errors();
+    // Fails on any Lua error even though expert errors are allowed.
+    let mut fields = vec!["frame.number", "_ws.expert.severity", "_ws.malformed"];
+    fields.extend_from_slice(EXPERT_ERRORS);
+    let rows = tshark
+        .fields(file, &fields, &query)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rows.len(), expected.len());
+    for (row, want) in rows.iter().zip(expected) {
+        let n = row.one("frame.number");
+        let got: Vec<&str> = EXPERT_ERRORS
+            .iter()
+            .copied()
+            .filter(|f| row.has(f))
+            .collect();
+        assert_eq!(
+            got,
+            want.iter().copied().collect::<Vec<_>>(),
+            "frame {n}: {row:?}"
+        );
+        assert_eq!(
+            row.all("_ws.expert.severity").iter().any(|s| s == PI_ERROR),
+            want.is_some(),
+            "frame {n}: error severity iff malformed: {row:?}"
+        );
+        // Wireshark adds the hidden _ws.malformed item to every PI_MALFORMED
+        // expert info, so it marks exactly the bad frames too.
+        assert_eq!(
+            row.has("_ws.malformed"),
+            want.is_some(),
+            "frame {n}: _ws.malformed: {row:?}"
+        );
+    }
+
+    // The same frames through the error filter of the helper.
+    let flagged = tshark.flagged_frames(file, &Query::default()).unwrap();
+    let numbers: Vec<u32> = flagged.iter().map(|f| f.number).collect();
+    let want: Vec<u32> = (1..)
+        .zip(expected)
+        .filter(|(_, e)| e.is_some())
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(numbers, want);
+    assert!(flagged.iter().all(|f| !f.lua_error), "{flagged:#?}");
+    // And a clean decode is refused.
+    assert!(tshark.check_clean(file, &Query::default()).is_err());
+}
+
+#[test]
+fn malformed_capture_records() {
+    let Some(tshark) = Tshark::or_skip("malformed_capture_records") else {
+        return;
+    };
+    let ev = events();
+    let good = capture_payload(&ev[0]);
+    let hl = 23 + ev[0].agent.host.len();
+    let mut cases: Vec<(Vec<u8>, Option<&str>)> = vec![(good.clone(), None)];
+
+    // The record says 110 body bytes, only 60 are there.
+    cases.push((
+        good[..hl + 4 + 60].to_vec(),
+        Some("nettrace.truncated_record"),
+    ));
+    // Fewer than 4 bytes where the record header belongs.
+    cases.push((good[..hl + 3].to_vec(), Some("nettrace.truncated_record")));
+    // A complete record whose body is shorter than the v1 layout.
+    let mut short = good[..hl + 4 + 50].to_vec();
+    set_u16(&mut short, hl + 2, 50);
+    cases.push((short, Some("nettrace.body_too_short")));
+    let mut b = good.clone();
+    b[hl + REC_STAGE] = 9;
+    cases.push((b, Some("nettrace.bad_stage")));
+    let mut b = good.clone();
+    b[hl + REC_FAMILY] = 5;
+    cases.push((b, Some("nettrace.bad_family")));
+    let mut b = good.clone();
+    set_u16(&mut b, 0, 2);
+    cases.push((b, Some("nettrace.bad_version")));
+    let mut b = good.clone();
+    set_u16(&mut b, 2, 400);
+    cases.push((b, Some("nettrace.bad_header_len")));
+    let mut b = good.clone();
+    set_u16(&mut b, 2, 10);
+    cases.push((b, Some("nettrace.bad_header_len")));
+    // Two records in one frame (the sink writes exactly one).
+    let mut b = good.clone();
+    b.extend_from_slice(&good[hl..]);
+    cases.push((b, Some("nettrace.event_count_mismatch")));
+    cases.push((good[..10].to_vec(), Some("nettrace.too_short")));
+    // Good frames after the bad ones are still decoded cleanly: an unknown
+    // kind (a note, not an error) and an event with newer fields.
+    let unknown = ev.iter().find(|s| s.record.tx().is_none()).unwrap();
+    cases.push((capture_payload(unknown), None));
+    let mut newer = ev[1].clone();
+    if let Record::Tx { extra, .. } = &mut newer.record {
+        extra.extend_from_slice(&[1, 2, 3]);
+    }
+    cases.push((capture_payload(&newer), None));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.pcapng");
+    let frames: Vec<Frame> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (data, _))| Frame {
+            interface: 0,
+            time_ns: T0 + i as u64,
+            data: data.clone(),
+        })
+        .collect();
+    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    let expected: Vec<Option<&str>> = cases.iter().map(|(_, e)| *e).collect();
+    check_flags(&tshark, &file, &expected);
+}
+
+#[test]
+fn malformed_datagrams() {
+    let Some(tshark) = Tshark::or_skip("malformed_datagrams") else {
+        return;
+    };
+    let ev = events();
+    let agent = &ev[0].agent;
+    let hl = 61 + agent.host.len();
+    let good = datagram(agent, 0, 0, &ev[..3]);
+    let mut cases: Vec<(Vec<u8>, Option<&str>)> = vec![(good.clone(), None)];
+
+    let mut b = good.clone();
+    b[0..4].copy_from_slice(b"NTRX");
+    cases.push((b, Some("nettrace.bad_magic")));
+    let mut b = good.clone();
+    set_u16(&mut b, 4, 2);
+    cases.push((b, Some("nettrace.bad_version")));
+    let mut b = good.clone();
+    set_u16(&mut b, 58, 4);
+    cases.push((b, Some("nettrace.event_count_mismatch")));
+    // The last record cut short.
+    cases.push((
+        good[..good.len() - 7].to_vec(),
+        Some("nettrace.truncated_record"),
+    ));
+    let mut b = good.clone();
+    set_u16(&mut b, 6, u16::MAX);
+    cases.push((b, Some("nettrace.bad_header_len")));
+    let mut b = good.clone();
+    set_u16(&mut b, 6, 61);
+    cases.push((b, Some("nettrace.bad_header_len")));
+    // A 70-byte host name, consistently framed, is still too long.
+    let mut b = good[..60].to_vec();
+    set_u16(&mut b, 6, 61 + 70);
+    b.push(70);
+    b.extend_from_slice(&[b'h'; 70]);
+    b.extend_from_slice(&good[hl..]);
+    cases.push((b, Some("nettrace.bad_hostname")));
+    // One bad record among good ones.
+    let mut b = good.clone();
+    let second = hl + 4 + 110;
+    b[second + REC_STAGE] = 5;
+    cases.push((b, Some("nettrace.bad_stage")));
+    cases.push((good[..20].to_vec(), Some("nettrace.too_short")));
+    cases.push((datagram(agent, 1, 0, &ev[3..]), None));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad-live.pcapng");
+    let frames: Vec<Frame> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (data, _))| Frame {
+            interface: 0,
+            time_ns: T0 + i as u64,
+            data: ethernet_udp(data, 7420),
+        })
+        .collect();
+    write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
+    let expected: Vec<Option<&str>> = cases.iter().map(|(_, e)| *e).collect();
+    check_flags(&tshark, &file, &expected);
+}

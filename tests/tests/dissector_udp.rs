@@ -1,0 +1,269 @@
+//! Live-capture decoding: agent datagrams (built with the real
+//! `DatagramBuilder`) inside Ethernet/IPv4/UDP frames are decoded by the
+//! dissector through its `udp.port` registration, on the default port, on
+//! a port set with `-o nettrace.udp_port:N`, and through "Decode As".
+
+mod dissector_common;
+
+use std::path::Path;
+
+use dissector_common::*;
+use pcap_file::DataLink;
+use tracer_e2e::tshark::{Query, Row, Tshark};
+
+const DEFAULT_PORT: u16 = 7420;
+const OTHER_PORT: u16 = 9999;
+
+/// Datagram-header fields, for `-e`.
+const DGRAM_FIELDS: &[&str] = &[
+    "frame.number",
+    "_ws.col.Protocol",
+    "_ws.col.Info",
+    "nettrace.magic",
+    "nettrace.dgram.version",
+    "nettrace.dgram.header_len",
+    "nettrace.agent_id",
+    "nettrace.dgram.boot_id",
+    "nettrace.dgram.seq",
+    "nettrace.dgram.lost_events",
+    "nettrace.dgram.first_event_seq",
+    "nettrace.clock_source",
+    "nettrace.clock_state",
+    "nettrace.dgram.event_count",
+    "nettrace.host_len",
+    "nettrace.host",
+    "nettrace.kind",
+    "nettrace.len",
+    "nettrace.event_seq",
+    "nettrace.unknown",
+];
+
+/// One datagram of the test file.
+struct Dgram {
+    agent: Agent,
+    seq: u64,
+    lost_events: u64,
+    events: Vec<Sent>,
+}
+
+/// The golden events as four datagrams (lost_events differs per datagram).
+fn dgrams() -> Vec<Dgram> {
+    golden_datagrams()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (agent, events))| Dgram {
+            agent,
+            // Datagram sequence numbers per agent: A 0, B 0, A 1, B 1.
+            seq: i as u64 / 2,
+            lost_events: i as u64 * 1000 + 7,
+            events,
+        })
+        .collect()
+}
+
+/// Writes the datagrams to `dport`, then the first one again to `extra_port`.
+fn write_file(path: &Path, dgrams: &[Dgram], dport: u16, extra_port: u16) {
+    let mut frames: Vec<Frame> = dgrams
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Frame {
+            interface: 0,
+            time_ns: T0 + i as u64 * 1000,
+            data: ethernet_udp(&datagram(&d.agent, d.seq, d.lost_events, &d.events), dport),
+        })
+        .collect();
+    let first = &dgrams[0];
+    frames.push(Frame {
+        interface: 0,
+        time_ns: T0 + 1_000_000,
+        data: ethernet_udp(
+            &datagram(&first.agent, first.seq, first.lost_events, &first.events),
+            extra_port,
+        ),
+    });
+    write_pcapng(path, DataLink::ETHERNET, &["lo"], &frames);
+}
+
+fn boot_id_text(b: &[u8; 16]) -> String {
+    let h = hex(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Every field of one decoded datagram against what was sent; latencies
+/// continue `model` (file order).
+fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
+    let what = format!("datagram {} seq {}", d.agent.host, d.seq);
+    let eq = |field: &str, want: String| {
+        assert_eq!(row.one(field), want, "{what}: {field}");
+    };
+    eq("_ws.col.Protocol", "NETTRACE".into());
+    eq("nettrace.magic", "NTRC".into());
+    eq("nettrace.dgram.version", "1".into());
+    eq(
+        "nettrace.dgram.header_len",
+        (61 + d.agent.host.len()).to_string(),
+    );
+    eq("nettrace.agent_id", format!("0x{:016x}", d.agent.agent_id));
+    eq("nettrace.dgram.boot_id", boot_id_text(&d.agent.boot_id));
+    eq("nettrace.dgram.seq", d.seq.to_string());
+    eq("nettrace.dgram.lost_events", d.lost_events.to_string());
+    eq(
+        "nettrace.dgram.first_event_seq",
+        d.events[0].event_seq.to_string(),
+    );
+    eq("nettrace.clock_source", d.agent.clock_source.to_string());
+    eq("nettrace.clock_state", d.agent.clock_state.to_string());
+    eq("nettrace.dgram.event_count", d.events.len().to_string());
+    eq("nettrace.host_len", d.agent.host.len().to_string());
+    eq("nettrace.host", d.agent.host.into());
+    let info = row.one("_ws.col.Info");
+    assert!(
+        info.starts_with(&format!("{} seq={}: ", d.agent.host, d.seq)),
+        "{what}: info {info:?}"
+    );
+
+    // Per record, in order: kind, len, event_seq (first_event_seq + index).
+    let kinds: Vec<String> = d
+        .events
+        .iter()
+        .map(|s| s.record.kind_body().0.to_string())
+        .collect();
+    let lens: Vec<String> = d
+        .events
+        .iter()
+        .map(|s| s.record.kind_body().1.len().to_string())
+        .collect();
+    let seqs: Vec<String> = d.events.iter().map(|s| s.event_seq.to_string()).collect();
+    assert_eq!(row.all("nettrace.kind"), kinds, "{what}: kinds");
+    assert_eq!(row.all("nettrace.len"), lens, "{what}: lens");
+    assert_eq!(row.all("nettrace.event_seq"), seqs, "{what}: event seqs");
+
+    // TX fields occur once per TX record, in record order; latency and
+    // extra fields only where they apply.
+    let mut extras = Vec::new();
+    let mut unknown = Vec::new();
+    let mut lat: [Vec<String>; 5] = Default::default();
+    let mut tx_index = 0;
+    let (mut v4_index, mut v6_index) = (0, 0);
+    for s in &d.events {
+        match &s.record {
+            Record::Tx { ev, extra } => {
+                let addr_index = if ev.family == 6 {
+                    &mut v6_index
+                } else {
+                    &mut v4_index
+                };
+                let what = format!("{what} event {}", s.event_seq);
+                check_tx(row, tx_index, *addr_index, ev, &what);
+                *addr_index += 1;
+                tx_index += 1;
+                if !extra.is_empty() {
+                    extras.push(hex(extra));
+                }
+                let l = model.next(d.agent.agent_id, ev);
+                let values = [l.sched_ns, l.snd_sw_ns, l.snd_hw_ns, l.ack_ns, l.total_ns];
+                for (list, v) in lat.iter_mut().zip(values) {
+                    list.extend(v.map(|v| v.to_string()));
+                }
+            }
+            Record::Unknown { body, .. } => unknown.push(hex(body)),
+        }
+    }
+    assert_eq!(
+        row.all("nettrace.stage").len(),
+        tx_index,
+        "{what}: TX count"
+    );
+    assert_eq!(row.all("nettrace.extra"), extras, "{what}: extra");
+    assert_eq!(row.all("nettrace.unknown"), unknown, "{what}: unknown");
+    for (field, want) in LAT_FIELDS.iter().zip(&lat) {
+        assert_eq!(row.all(field), want.as_slice(), "{what}: {field}");
+    }
+}
+
+fn decode(tshark: &Tshark, file: &Path, query: &Query) -> Vec<Row> {
+    let fields = field_list(&[DGRAM_FIELDS, TX_FIELDS, LAT_FIELDS]);
+    tshark
+        .fields(file, &fields, query)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Checks that frames 1..=n are the datagrams and the last frame is
+/// decoded only when `last_decoded`.
+fn check_file(rows: &[Row], dgrams: &[Dgram], last_decoded: bool) {
+    assert_eq!(rows.len(), dgrams.len() + 1);
+    let mut model = LatencyModel::default();
+    for (row, d) in rows.iter().zip(dgrams) {
+        check_dgram(row, d, &mut model);
+    }
+    let last = rows.last().unwrap();
+    if last_decoded {
+        // The same datagram again: fields equal, latencies go on from the
+        // state of the whole file.
+        check_dgram(last, &dgrams[0], &mut model);
+    } else {
+        assert!(!last.has("nettrace.magic"), "not decoded: {last:?}");
+        assert_eq!(last.one("_ws.col.Protocol"), "UDP");
+    }
+}
+
+#[test]
+fn udp_default_port() {
+    let Some(tshark) = Tshark::or_skip("udp_default_port") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("live.pcapng");
+    let dgrams = dgrams();
+    write_file(&file, &dgrams, DEFAULT_PORT, OTHER_PORT);
+
+    check_file(&decode(&tshark, &file, &Query::default()), &dgrams, false);
+    let two_pass = decode(&tshark, &file, &Query::default().two_pass());
+    assert_eq!(two_pass, decode(&tshark, &file, &Query::default()));
+}
+
+#[test]
+fn udp_port_preference() {
+    let Some(tshark) = Tshark::or_skip("udp_port_preference") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("live-9999.pcapng");
+    let dgrams = dgrams();
+    // The datagrams on 9999, one stray copy on 7420.
+    write_file(&file, &dgrams, OTHER_PORT, DEFAULT_PORT);
+
+    let q = Query::default().pref("nettrace.udp_port", &OTHER_PORT.to_string());
+    check_file(&decode(&tshark, &file, &q), &dgrams, false);
+
+    // Without the preference only the copy on the default port is decoded.
+    let rows = decode(&tshark, &file, &Query::default());
+    let decoded: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.has("nettrace.magic"))
+        .map(|r| r.one("frame.number"))
+        .collect();
+    assert_eq!(decoded, ["5"]);
+}
+
+#[test]
+fn udp_decode_as() {
+    let Some(tshark) = Tshark::or_skip("udp_decode_as") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("live-decode-as.pcapng");
+    let dgrams = dgrams();
+    write_file(&file, &dgrams, DEFAULT_PORT, OTHER_PORT);
+
+    // Decode As on the other port: every frame is decoded.
+    let q = Query::default().decode_as(&format!("udp.port=={OTHER_PORT},nettrace"));
+    check_file(&decode(&tshark, &file, &q), &dgrams, true);
+}
