@@ -53,6 +53,8 @@ pub struct LinReg {
     /// What the servo has done to the local clock up to `last_x_s`, ns.
     applied_ns: f64,
     reported: bool,
+    /// Window size of the current fit.
+    fit_n: usize,
 }
 
 impl LinReg {
@@ -68,6 +70,7 @@ impl LinReg {
             last_x_s: 0.0,
             applied_ns: 0.0,
             reported: false,
+            fit_n: MIN_POINTS,
         }
     }
 
@@ -122,6 +125,18 @@ impl LinReg {
         best.map(|(i, _)| i)
     }
 
+    /// Correction for the next interval from the current fit:
+    /// the fitted slope minus the predicted offset spread over one interval.
+    fn correction(&self) -> Option<f64> {
+        let fit = self.fit(self.fit_n)?;
+        // Predicted offset now: our phase minus the fitted reference phase.
+        let offset_pred_ns = self.applied_ns - fit.intercept_ns;
+        Some(
+            (fit.slope_ppb - offset_pred_ns / self.interval_s)
+                .clamp(-self.max_freq_ppb, self.max_freq_ppb),
+        )
+    }
+
     /// Update each size's prediction error with the new point before adding it.
     fn score(&mut self, p: Point) {
         for (i, &n) in WINDOW_SIZES.iter().enumerate() {
@@ -164,13 +179,10 @@ impl ServoAlgorithm for LinReg {
             .best_size_index()
             .map(|i| WINDOW_SIZES[i])
             .unwrap_or(self.points.len());
-        let Some(fit) = self.fit(n.min(self.points.len())) else {
+        self.fit_n = n.min(self.points.len());
+        let Some(freq) = self.correction() else {
             return AlgoOutput::Collecting;
         };
-        // Predicted offset now: our phase minus the fitted reference phase.
-        let offset_pred_ns = self.applied_ns - fit.intercept_ns;
-        let freq = (fit.slope_ppb - offset_pred_ns / self.interval_s)
-            .clamp(-self.max_freq_ppb, self.max_freq_ppb);
         self.freq_ppb = freq;
         let first = !self.reported;
         self.reported = true;
@@ -184,9 +196,14 @@ impl ServoAlgorithm for LinReg {
         self.interval_s = interval_s;
     }
 
-    fn stepped(&mut self, offset_ns: i64) {
-        // The local clock moved by -offset: the reference points stay valid.
+    fn stepped(&mut self, offset_ns: i64) -> f64 {
+        // The local clock moves by -offset: the reference points stay valid,
+        // only our own phase changes; the correction no longer includes it.
         self.applied_ns -= offset_ns as f64;
+        if let Some(f) = self.correction() {
+            self.freq_ppb = f;
+        }
+        self.freq_ppb
     }
 
     fn reset(&mut self) {

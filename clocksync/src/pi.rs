@@ -146,7 +146,10 @@ impl ServoAlgorithm for PiServo {
         (self.kp, self.ki) = gains(interval_s, self.hardware_timestamps);
     }
 
-    fn stepped(&mut self, _offset_ns: i64) {}
+    fn stepped(&mut self, _offset_ns: i64) -> f64 {
+        // The estimate is a pure frequency: a step does not change it.
+        -self.drift_ppb
+    }
 
     fn reset(&mut self) {
         // Like linuxptp: the drift survives a reset, the sample count does not.

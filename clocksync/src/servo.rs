@@ -155,8 +155,9 @@ pub trait ServoAlgorithm: Send {
     fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> AlgoOutput;
     /// The update interval changed.
     fn set_interval(&mut self, interval_s: f64);
-    /// The caller stepped the local clock by `-offset_ns` (after JUMP).
-    fn stepped(&mut self, offset_ns: i64);
+    /// The caller steps the local clock by `-offset_ns` (JUMP). Returns
+    /// the frequency correction to use after the step (ppb).
+    fn stepped(&mut self, offset_ns: i64) -> f64;
     /// Forget everything except the configuration (and the last frequency).
     fn reset(&mut self);
 }
@@ -265,7 +266,7 @@ impl Servo {
                             && Self::exceeds(self.cfg.first_step_threshold_ns, offset_ns))
                             || Self::exceeds(self.cfg.step_threshold_ns, offset_ns));
                     if step {
-                        self.algo.stepped(offset_ns);
+                        self.last_freq_ppb = self.algo.stepped(offset_ns);
                         ServoState::Jump
                     } else {
                         ServoState::Locked
@@ -339,8 +340,9 @@ mod tests {
             }
         }
         fn set_interval(&mut self, _: f64) {}
-        fn stepped(&mut self, offset_ns: i64) {
+        fn stepped(&mut self, offset_ns: i64) -> f64 {
             self.stepped.push(offset_ns);
+            5.0
         }
         fn reset(&mut self) {
             self.n = 0;
