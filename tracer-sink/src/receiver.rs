@@ -38,10 +38,19 @@ struct Receiver {
 impl Receiver {
     /// Read datagrams until the socket is empty or the batch is full.
     /// Returns true when the socket had nothing more (`WouldBlock`).
-    fn read_burst(&mut self, socket: &UdpSocket, shared: &Shared) -> bool {
+    ///
+    /// `direct` bypasses tokio's cached readiness (used to drain at
+    /// shutdown, when datagrams may be queued that the reactor has not
+    /// reported yet).
+    fn read_burst(&mut self, socket: &UdpSocket, shared: &Shared, direct: bool) -> bool {
         let mut st = shared.lock();
         while self.batch.events.len() < MAX_BATCH_EVENTS {
-            match socket.try_recv_from(&mut self.buf) {
+            let got = if direct {
+                recv_direct(socket, &mut self.buf)
+            } else {
+                socket.try_recv_from(&mut self.buf)
+            };
+            match got {
                 Ok((n, src)) => {
                     let now = self.clock.now_ns();
                     let Receiver {
@@ -76,6 +85,17 @@ impl Receiver {
         }
         Ok(())
     }
+}
+
+/// `recvfrom` on the socket's fd without consulting tokio's readiness.
+fn recv_direct(socket: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: the fd is open and owned by `socket`, which outlives this
+    // call; ManuallyDrop stops the temporary std socket from closing it.
+    let s = std::mem::ManuallyDrop::new(unsafe {
+        std::net::UdpSocket::from_raw_fd(socket.as_raw_fd())
+    });
+    s.recv_from(buf)
 }
 
 fn writer_gone<T>(_: T) -> SinkError {
@@ -171,7 +191,7 @@ pub(crate) async fn receive(
             ready = socket.readable() => {
                 ready.map_err(|e| SinkError::Io { what: "socket readiness".to_owned(), source: e })?;
                 loop {
-                    let empty = r.read_burst(socket, &shared);
+                    let empty = r.read_burst(socket, &shared, false);
                     r.hand_over(&tx).await?;
                     if empty {
                         break;
@@ -182,7 +202,7 @@ pub(crate) async fn receive(
     }
     // Shutdown: everything the kernel already queued is still accepted.
     loop {
-        let empty = r.read_burst(socket, &shared);
+        let empty = r.read_burst(socket, &shared, true);
         r.hand_over(&tx).await?;
         if empty {
             break;

@@ -214,8 +214,27 @@ impl Writer {
                 self.counters.events_written += n;
                 self.sync_bytes();
             }
-            Err(fail) => self.on_failure(fail),
+            Err(fail) => return self.on_failure(fail),
         }
+        // Size rotation per event, so files stay close to the limit even
+        // when a large batch is released at once.
+        if self
+            .cfg
+            .rotate_size_bytes
+            .is_some_and(|s| self.file.as_ref().is_some_and(|f| f.len() >= s))
+        {
+            self.rotate();
+        }
+    }
+
+    /// Close the current file and open the next one. The reorder buffer is
+    /// deliberately not flushed: the file boundary is just a cut in the
+    /// time-ordered stream, so the concatenation of all files stays in
+    /// order and a file does not overshoot the size limit by a whole
+    /// window of events.
+    fn rotate(&mut self) {
+        self.close_file();
+        self.open_file();
     }
 
     fn sync_bytes(&mut self) {
@@ -296,9 +315,7 @@ impl Writer {
         let by_size = self.cfg.rotate_size_bytes.is_some_and(|s| f.len() >= s);
         let by_time = self.cfg.rotate_interval.is_some_and(|t| f.age() >= t);
         if by_size || by_time {
-            self.release_all();
-            self.close_file();
-            self.open_file();
+            self.rotate();
         }
     }
 

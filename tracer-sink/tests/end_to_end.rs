@@ -35,7 +35,11 @@ async fn three_agents_round_trip() {
                     // Later rounds are earlier in time for agent 2: the
                     // writer must reorder.
                     let t = if ai == 2 { 100 - round } else { round };
-                    tx_event(BASE_NS + t * 10_000 + k * 100 + ai as u64, round * 10 + k, (k % 5) as u8)
+                    tx_event(
+                        BASE_NS + t * 10_000 + k * 100 + ai as u64,
+                        round * 10 + k,
+                        (k % 5) as u8,
+                    )
                 })
                 .collect();
             for (k, e) in evs.iter().enumerate() {
@@ -64,7 +68,10 @@ async fn three_agents_round_trip() {
     for (a, s) in agents.iter().zip(&stats.agents) {
         assert_eq!(s.agent_id, format!("{:016x}", a.agent_id));
         assert_eq!(s.host, a.host);
-        assert_eq!((s.datagram_gaps, s.event_gaps, s.agent_lost, s.duplicates), (0, 0, 0, 0));
+        assert_eq!(
+            (s.datagram_gaps, s.event_gaps, s.agent_lost, s.duplicates),
+            (0, 0, 0, 0)
+        );
     }
     assert_eq!(stats.agents[1].clock_source, "phc");
     assert_eq!(stats.agents[1].clock_state, "LOCKED_STABLE");
@@ -73,11 +80,19 @@ async fn three_agents_round_trip() {
     let files = files(&out);
     assert_eq!(files.len(), 1, "{files:?}");
     let name = files[0].file_name().unwrap().to_string_lossy().to_string();
-    assert!(name.starts_with("trace-") && name.ends_with("-000.pcapng") && name.len() == "trace-20240101T000000Z-000.pcapng".len(), "{name}");
+    assert!(
+        name.starts_with("trace-")
+            && name.ends_with("-000.pcapng")
+            && name.len() == "trace-20240101T000000Z-000.pcapng".len(),
+        "{name}"
+    );
     let sections = read_file(&files[0]);
     assert_eq!(sections.len(), 1);
     let s = &sections[0];
-    assert_eq!(s.shb_app.as_deref(), Some(concat!("tracer-sink ", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(
+        s.shb_app.as_deref(),
+        Some(concat!("tracer-sink ", env!("CARGO_PKG_VERSION")))
+    );
 
     // One IDB per agent, before any EPB.
     assert_eq!(s.idbs.len(), 3);
@@ -86,8 +101,14 @@ async fn three_agents_round_trip() {
         assert_eq!(idb.linktype, pcap_file::DataLink::USER0);
         assert_eq!(idb_name(idb), a.host);
         let clock = ["system", "phc", "sink"][a.clock_source as usize];
-        assert_eq!(idb_desc(idb), format!("agent {:016x} clock {clock}", a.agent_id));
-        assert_eq!(idb.ts_resolution(), pcap_file::pcapng::blocks::interface_description::InterfaceTsResolution::NANO);
+        assert_eq!(
+            idb_desc(idb),
+            format!("agent {:016x} clock {clock}", a.agent_id)
+        );
+        assert_eq!(
+            idb.ts_resolution(),
+            pcap_file::pcapng::blocks::interface_description::InterfaceTsResolution::NANO
+        );
     }
 
     // One EPB per event, in timestamp order, each decoding to what was sent.
@@ -119,8 +140,14 @@ async fn three_agents_round_trip() {
                 assert_eq!((kind, len), (99, 33));
                 assert_eq!(rec.body, &[7u8; 33][..]);
                 // Receive time on the sink's TAI clock: now-ish.
-                assert!(ts > BASE_NS + 3600 * 1_000_000_000, "unknown kind stamped with receive time");
-                assert_eq!(epb_comment(e).as_deref(), Some("unknown event kind 99 (33 bytes)"));
+                assert!(
+                    ts > BASE_NS + 3600 * 1_000_000_000,
+                    "unknown kind stamped with receive time"
+                );
+                assert_eq!(
+                    epb_comment(e).as_deref(),
+                    Some("unknown event kind 99 (33 bytes)")
+                );
             }
         }
     }
@@ -139,10 +166,21 @@ async fn three_agents_round_trip() {
 
     // tshark, when installed, must read the file without complaint.
     if let Ok(out) = std::process::Command::new("tshark")
-        .args(["-r", files[0].to_str().unwrap(), "-T", "fields", "-e", "frame.number"])
+        .args([
+            "-r",
+            files[0].to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ])
         .output()
     {
-        assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "tshark: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 151);
     } else {
         eprintln!("tshark not installed: skipping the tshark read check");

@@ -136,7 +136,10 @@ impl TestSink {
     }
 
     /// Start writing into `dir/out`.
-    pub async fn start_in(dir: tempfile::TempDir, tune: impl FnOnce(SinkConfig) -> SinkConfig) -> Self {
+    pub async fn start_in(
+        dir: tempfile::TempDir,
+        tune: impl FnOnce(SinkConfig) -> SinkConfig,
+    ) -> Self {
         let cfg = tune(SinkConfig::new(dir.path().join("out")));
         let (socket, _) =
             tracer_sink::bind_udp("127.0.0.1:0".parse().unwrap(), 32 << 20).expect("bind");
@@ -194,7 +197,9 @@ pub fn read_file(path: &Path) -> Vec<Section> {
     let mut sections: Vec<Section> = vec![Section::default()];
     sections[0].order.push('S');
     if let Some(app) = r.section().options.iter().find_map(|o| match o {
-        pcap_file::pcapng::blocks::section_header::SectionHeaderOption::UserApplication(a) => Some(a.to_string()),
+        pcap_file::pcapng::blocks::section_header::SectionHeaderOption::UserApplication(a) => {
+            Some(a.to_string())
+        }
         _ => None,
     }) {
         sections[0].shb_app = Some(app);
@@ -258,7 +263,9 @@ pub fn idb_desc(i: &InterfaceDescriptionBlock) -> String {
 
 pub fn epb_packet_id(e: &EnhancedPacketBlock) -> Option<u64> {
     e.options.iter().find_map(|o| match o {
-        EnhancedPacketOption::Common(CommonOption::Unknown(u)) if u.code == tracer_sink::EPB_PACKETID => {
+        EnhancedPacketOption::Common(CommonOption::Unknown(u))
+            if u.code == tracer_sink::EPB_PACKETID =>
+        {
             Some(u64::from_le_bytes(u.value.as_ref().try_into().ok()?))
         }
         _ => None,
@@ -279,7 +286,9 @@ pub fn isb_counts(i: &InterfaceStatisticsBlock) -> (Option<u64>, Option<u64>, Op
         match o {
             InterfaceStatisticsOption::IsbIfRecv(n) => r.0 = Some(*n),
             InterfaceStatisticsOption::IsbIfDrop(n) => r.1 = Some(*n),
-            InterfaceStatisticsOption::Common(CommonOption::Comment(c)) => r.2 = Some(c.to_string()),
+            InterfaceStatisticsOption::Common(CommonOption::Comment(c)) => {
+                r.2 = Some(c.to_string())
+            }
             _ => {}
         }
     }
