@@ -155,12 +155,13 @@ proto.prefs.udp_port = Pref.uint("UDP port", DEFAULT_UDP_PORT, "UDP port of agen
 ------------------------------------------------------------------------------
 -- Stage latencies.
 --
--- seen[key][stage] = { ns = UInt64 global_ns, frame = frame number } holds
--- the latest event of each stage of one skb, key = agent:cookie:tskey.
--- It is filled only on the first pass (pinfo.visited == false), in frame
--- order; the latencies of each event are stored in memo[frame][index] so a
--- later re-dissection (GUI click, tshark -2) shows the same values instead
--- of recomputing against a table that already holds later frames.
+-- seen[key][stage] = { ns = UInt64 global_ns, frame = frame number,
+-- lat = the stage's own latency or nil } holds the latest event of each
+-- stage of one skb, key = agent:cookie:tskey. It is filled only on the
+-- first pass (pinfo.visited == false), in frame order; the latencies of
+-- each event are stored in memo[frame][index] so a later re-dissection (GUI
+-- click, tshark -2) shows the same values instead of recomputing against a
+-- table that already holds later frames.
 ------------------------------------------------------------------------------
 local seen = {}
 local memo = {}
@@ -179,39 +180,54 @@ local function signed_diff(later, earlier)
 end
 
 -- Which latency field each stage fills, and from which earlier stages
--- (first one seen wins).
+-- (the first one seen wins).
 local LAT_RULES = {
     [STAGE.SCHED] = { field = "lat_sched", from = { STAGE.SENDMSG } },
     [STAGE.SND_SW] = { field = "lat_snd_sw", from = { STAGE.SCHED } },
     [STAGE.SND_HW] = { field = "lat_snd_hw", from = { STAGE.SCHED } },
     [STAGE.ACK] = { field = "lat_ack", from = { STAGE.SND_SW, STAGE.SND_HW, STAGE.SCHED } },
 }
+local LAT_STAGES = { STAGE.SCHED, STAGE.SND_SW, STAGE.SND_HW, STAGE.ACK }
 
--- Latencies of one event; records it in `seen`. Returns a table
--- { field = name, value = Int64, ref = frame, total = Int64, total_ref = frame }
--- with only the parts that could be computed.
+-- The stage's own latency { field, value = Int64, ref = frame } or nil.
+local function own_latency(stages, stage, ns)
+    local rule = LAT_RULES[stage]
+    if rule == nil then
+        return nil
+    end
+    for _, from in ipairs(rule.from) do
+        local prev = stages[from]
+        if prev ~= nil then
+            return { field = rule.field, value = signed_diff(ns, prev.ns), ref = prev.frame }
+        end
+    end
+    return nil
+end
+
+-- Latencies of one event; records it in `seen`. Returns
+-- { own = own latency or nil, stages = { latency, ... } (own and those of
+-- the skb's earlier stages, in path order, so that an ACK frame carries the
+-- whole breakdown and `stage == SND_SW && lat.sched_ns > N` works),
+-- total = Int64 or nil }.
 local function compute_latency(key, stage, ns, frame)
     local stages = seen[key]
     if stages == nil then
         stages = {}
         seen[key] = stages
     end
-    local lat = {}
-    local rule = LAT_RULES[stage]
-    if rule ~= nil then
-        for _, from in ipairs(rule.from) do
-            local prev = stages[from]
-            if prev ~= nil then
-                lat.field, lat.value, lat.ref = rule.field, signed_diff(ns, prev.ns), prev.frame
-                break
-            end
+    local own = own_latency(stages, stage, ns)
+    local first = stages[STAGE.SENDMSG]
+    stages[stage] = { ns = ns, frame = frame, lat = own }
+
+    local lat = { own = own, stages = {} }
+    for _, s in ipairs(LAT_STAGES) do
+        if stages[s] ~= nil and stages[s].lat ~= nil then
+            lat.stages[#lat.stages + 1] = stages[s].lat
         end
     end
-    local first = stages[STAGE.SENDMSG]
     if stage ~= STAGE.SENDMSG and first ~= nil then
-        lat.total, lat.total_ref = signed_diff(ns, first.ns), first.frame
+        lat.total = signed_diff(ns, first.ns)
     end
-    stages[stage] = { ns = ns, frame = frame }
     return lat
 end
 
@@ -226,7 +242,7 @@ local function event_latency(pinfo, index, key, stage, ns)
         end
         per_frame[index] = compute_latency(key, stage, ns, pinfo.number)
     end
-    return per_frame and per_frame[index] or {}
+    return per_frame and per_frame[index] or { stages = {} }
 end
 
 ------------------------------------------------------------------------------
@@ -286,11 +302,18 @@ local function add_comm(tree, range)
 end
 
 -- Latency fields of one event, generated (not in the bytes): they point at
--- the event's global_ns bytes.
+-- the event's global_ns bytes. Latencies of earlier stages say which frame
+-- they belong to.
 local function add_latency(tree, range, lat)
-    if lat.field ~= nil then
-        tree:add(F[lat.field], range, lat.value):set_generated()
-        tree:add(F.lat_ref_frame, range, lat.ref):set_generated()
+    for _, l in ipairs(lat.stages) do
+        local item = tree:add(F[l.field], range, l.value)
+        item:set_generated()
+        if l ~= lat.own then
+            item:append_text(" (earlier stage)")
+        end
+    end
+    if lat.own ~= nil then
+        tree:add(F.lat_ref_frame, range, lat.own.ref):set_generated()
     end
     if lat.total ~= nil then
         tree:add(F.lat_total, range, lat.total):set_generated()
@@ -343,8 +366,8 @@ local function dissect_tx(body, pinfo, tree, ctx)
     local key = string.format("%s:%s:%d", tostring(ctx.agent), tostring(body(24, 8):le_uint64()), tskey)
     local lat = event_latency(pinfo, ctx.index, key, stage, body(8, 8):le_uint64())
     add_latency(tree, body(8, 8), lat)
-    if lat.value ~= nil then
-        summary = summary .. " " .. format_ns(lat.value)
+    if lat.own ~= nil then
+        summary = summary .. " " .. format_ns(lat.own.value)
     end
     return summary
 end

@@ -141,6 +141,11 @@ fn golden_direct_pcapng() {
     let hits = tshark.fields(&file, &["nettrace.event_seq"], &q).unwrap();
     let seqs: Vec<&str> = hits.iter().map(|r| r.one("nettrace.event_seq")).collect();
     assert_eq!(seqs, ["103"], "SND_SW events slower than 3 µs after SCHED");
+    // Earlier-stage latencies are carried on later events.
+    let q = Query::default().filter("nettrace.stage == SND_SW && nettrace.lat.sched_ns > 1000");
+    let hits = tshark.fields(&file, &["nettrace.event_seq"], &q).unwrap();
+    let seqs: Vec<&str> = hits.iter().map(|r| r.one("nettrace.event_seq")).collect();
+    assert_eq!(seqs, ["103"], "SND_SW events of skbs slow to SCHED");
     let q = Query::default().filter("nettrace.saddr6 == fd00::1");
     assert_eq!(
         tshark.fields(&file, &["frame.number"], &q).unwrap().len(),

@@ -422,10 +422,11 @@ pub struct Latency {
 
 /// The latency rule of the README, written again here from its definition
 /// (not from the Lua code): events in file order; per (agent, cookie, tskey)
-/// remember the latest global_ns of each stage.
+/// the latest event of each stage and the latency it got. An event shows
+/// its own stage latency and those of the skb's stages seen before it.
 #[derive(Default)]
 pub struct LatencyModel {
-    seen: HashMap<(u64, u64, u32), HashMap<u8, u64>>,
+    seen: HashMap<(u64, u64, u32), HashMap<u8, (u64, Option<i64>)>>,
 }
 
 impl LatencyModel {
@@ -435,20 +436,31 @@ impl LatencyModel {
             .seen
             .entry((agent_id, ev.cookie, ev.tskey))
             .or_default();
-        let since = |from: u8| stages.get(&from).map(|&t| ev.global_ns as i64 - t as i64);
-        let mut lat = Latency::default();
-        match ev.stage {
-            SCHED => lat.sched_ns = since(SENDMSG),
-            SND_SW => lat.snd_sw_ns = since(SCHED),
-            SND_HW => lat.snd_hw_ns = since(SCHED),
-            ACK => lat.ack_ns = since(SND_SW).or(since(SND_HW)).or(since(SCHED)),
-            _ => {}
+        let since = |from: u8| {
+            stages
+                .get(&from)
+                .map(|&(t, _)| ev.global_ns as i64 - t as i64)
+        };
+        let own = match ev.stage {
+            SCHED => since(SENDMSG),
+            SND_SW | SND_HW => since(SCHED),
+            ACK => since(SND_SW).or(since(SND_HW)).or(since(SCHED)),
+            _ => None,
+        };
+        let total = if ev.stage == SENDMSG {
+            None
+        } else {
+            since(SENDMSG)
+        };
+        stages.insert(ev.stage, (ev.global_ns, own));
+        let of = |stage: u8| stages.get(&stage).and_then(|&(_, lat)| lat);
+        Latency {
+            sched_ns: of(SCHED),
+            snd_sw_ns: of(SND_SW),
+            snd_hw_ns: of(SND_HW),
+            ack_ns: of(ACK),
+            total_ns: total,
         }
-        if ev.stage != SENDMSG {
-            lat.total_ns = since(SENDMSG);
-        }
-        stages.insert(ev.stage, ev.global_ns);
-        lat
     }
 }
 
