@@ -426,8 +426,13 @@ pub struct Latency {
 /// its own stage latency and those of the skb's stages seen before it.
 #[derive(Default)]
 pub struct LatencyModel {
-    seen: HashMap<(u64, u64, u32), HashMap<u8, (u64, Option<i64>)>>,
+    seen: HashMap<SkbKey, HashMap<u8, StageSeen>>,
 }
+
+/// (agent_id, cookie, tskey): one skb of one agent.
+type SkbKey = (u64, u64, u32);
+/// A stage's latest global_ns and the latency it got.
+type StageSeen = (u64, Option<i64>);
 
 impl LatencyModel {
     /// Latencies of the next event in file order.
