@@ -228,20 +228,25 @@ impl Sink {
     }
 }
 
-/// The receive queue of the UDP socket bound to 127.0.0.1:`port`, from
-/// /proc/net/udp: `None` while nothing is bound there. A queue of 0 means
-/// the sink has read every datagram sent so far, so no sleep is needed.
+/// Bytes queued on the UDP sockets bound to 127.0.0.1:`port`, from
+/// /proc/net/udp: `None` while nothing is bound there. 0 means the sink has
+/// read every datagram sent so far (loopback queues them before `send_to`
+/// returns), so no sleep is needed.
 fn udp_rx_queue(port: u16) -> Option<u64> {
     let table = std::fs::read_to_string("/proc/net/udp").ok()?;
     let local = format!("0100007F:{port:04X}");
-    table.lines().skip(1).find_map(|line| {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        if cols.get(1) != Some(&local.as_str()) {
-            return None;
-        }
-        let (_, rx) = cols.get(4)?.split_once(':')?;
-        u64::from_str_radix(rx, 16).ok()
-    })
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.get(1) != Some(&local.as_str()) {
+                return None;
+            }
+            let (_, rx) = cols.get(4)?.split_once(':')?;
+            u64::from_str_radix(rx, 16).ok()
+        })
+        .reduce(|a, b| a + b)
 }
 
 fn free_udp_port() -> u16 {
