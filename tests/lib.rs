@@ -2,3 +2,6 @@
 //! running tshark with the dissector, and network namespaces.
 
 pub mod bins;
+pub mod netns;
+pub mod pcap;
+pub mod procs;
