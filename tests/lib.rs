@@ -2,4 +2,7 @@
 //! running tshark with the dissector, and network namespaces.
 
 pub mod bins;
+pub mod netns;
+pub mod pcap;
+pub mod procs;
 pub mod tshark;

@@ -21,14 +21,17 @@ use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsF
 /// entered the qdisc (SCHED), when the driver sent it (SND_SW / SND_HW) and
 /// when the peer acknowledged it (ACK).
 #[derive(Debug, Parser)]
-#[command(version, after_help = "\
+#[command(
+    version,
+    after_help = "\
 Examples:
   tracer-agent --sink 10.0.0.2:7420 --probes tx
   tracer-agent --sink 10.0.0.2:7420 --probes tx --sample-every 100 --stats-interval 5
   ip netns exec client tracer-agent --sink 10.0.0.2:7420 --hostname client
 
 Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN). Ctrl-C detaches the probes,
-sends what is queued and prints the final counters.")]
+sends what is queued and prints the final counters."
+)]
 struct Cli {
     /// Address of the tracer-sink (host:port, UDP).
     #[arg(long)]
@@ -107,10 +110,10 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match real_main() {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -129,7 +132,10 @@ fn real_main() -> anyhow::Result<()> {
         }
     }
     if !cli.ringbuf_mib.is_power_of_two() {
-        bail!("--ringbuf-mib must be a power of two, got {}", cli.ringbuf_mib);
+        bail!(
+            "--ringbuf-mib must be a power of two, got {}",
+            cli.ringbuf_mib
+        );
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use tracer_codec::{ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WIRE_VERSION};
+use tracer_codec::{
+    ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WIRE_VERSION,
+};
 
 use crate::sender::Transport;
 use crate::stats::AgentStats;
@@ -35,7 +37,12 @@ pub struct Pipeline<T: Transport> {
 impl<T: Transport> Pipeline<T> {
     /// A pipeline sending datagrams of at most `max_payload` bytes, and
     /// partial ones once their first event is `flush_after` old.
-    pub fn new(id: &AgentIdentity, transport: T, max_payload: usize, flush_after: Duration) -> Self {
+    pub fn new(
+        id: &AgentIdentity,
+        transport: T,
+        max_payload: usize,
+        flush_after: Duration,
+    ) -> Self {
         Pipeline {
             transport,
             builder: DatagramBuilder::new(&id.hostname, max_payload),
@@ -164,7 +171,10 @@ mod tests {
     fn fills_datagrams_to_the_limit_and_numbers_them() {
         let mut p = Pipeline::new(&id(), Capture::default(), 1472, Duration::from_secs(60));
         for i in 0..100u64 {
-            p.push(&TxEvent { cookie: i, ..TxEvent::default() });
+            p.push(&TxEvent {
+                cookie: i,
+                ..TxEvent::default()
+            });
         }
         p.flush();
         let sent = &p.transport().sent;

@@ -105,7 +105,10 @@ pub fn check_cgroup(path: &Path) -> Result<(), PreflightError> {
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: c is a valid C string and st a valid, writable statfs.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(err(format!("is not accessible ({})", std::io::Error::last_os_error())));
+        return Err(err(format!(
+            "is not accessible ({})",
+            std::io::Error::last_os_error()
+        )));
     }
     if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
         return Err(err("is not on a cgroup v2 file system".into()));
@@ -164,7 +167,9 @@ mod tests {
         let e = check_cgroup(Path::new("/tmp")).unwrap_err().to_string();
         assert!(e.contains("not on a cgroup v2"), "{e}");
         assert!(e.contains("--cgroup"), "{e}");
-        let e = check_cgroup(Path::new("/nonexistent/cg")).unwrap_err().to_string();
+        let e = check_cgroup(Path::new("/nonexistent/cg"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not accessible"), "{e}");
     }
 
@@ -175,7 +180,9 @@ mod tests {
         std::fs::write(&f, b"\0tcp_sendmsg\0").unwrap();
         let e = check_tx_timestamping(&f).unwrap_err().to_string();
         assert!(e.contains("6.15"), "{e}");
-        let e = check_tx_timestamping(&dir.path().join("missing")).unwrap_err().to_string();
+        let e = check_tx_timestamping(&dir.path().join("missing"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("BTF"), "{e}");
     }
 

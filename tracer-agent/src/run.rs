@@ -14,7 +14,7 @@ use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
 use crate::probes::tx::{ProbeError, TxProbe, TxProbeConfig, TxRecord};
 use crate::sender::UdpTransport;
-use crate::stats::{bpf_prog_stats, AgentStats};
+use crate::stats::{bpf_prog_info, AgentStats};
 use crate::timebase::SystemTai;
 
 /// Which network namespaces to trace.
@@ -113,7 +113,9 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             ringbuf_bytes: cfg.ringbuf_bytes,
         },
     )?;
+    let prog_id = bpf_prog_info(probe.prog_fd()).map_or(0, |i| i.id);
     tracing::info!(
+        prog_id,
         sink = %cfg.sink, cgroup = %cfg.cgroup.display(), netns = target_netns,
         sample_every = cfg.sample_every, max_payload, host = %cfg.identity.hostname,
         agent_id = format_args!("{:016x}", cfg.identity.agent_id),
@@ -157,10 +159,10 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             }
             Err(e) => tracing::warn!(error = %e, "reading BPF counters"),
         }
-        if let Some((ns, runs)) = bpf_prog_stats(probe.prog_fd()) {
-            if runs > 0 {
-                p.stats.bpf_runs = Some(runs);
-                p.stats.bpf_ns_per_run = Some(ns as f64 / runs as f64);
+        if let Some(info) = bpf_prog_info(probe.prog_fd()) {
+            if info.run_cnt > 0 {
+                p.stats.bpf_runs = Some(info.run_cnt);
+                p.stats.bpf_ns_per_run = Some(info.run_time_ns as f64 / info.run_cnt as f64);
             }
         }
     };
@@ -204,7 +206,11 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     update_counters(&probe, &mut p);
     p.flush();
     let stats = p.stats.clone();
-    tracing::info!(events = stats.events(), datagrams = stats.datagrams, "tx probe detached");
+    tracing::info!(
+        events = stats.events(),
+        datagrams = stats.datagrams,
+        "tx probe detached"
+    );
     Ok(stats)
 }
 
@@ -214,7 +220,8 @@ pub fn print_stats(stats: &AgentStats, json: bool, last: bool) {
         let v = serde_json::json!({ "final": last, "stats": stats });
         println!("{v}");
     } else {
-        println!("{}{}", if last { "final " } else { "" }, "tracer-agent statistics");
+        let prefix = if last { "final " } else { "" };
+        println!("{prefix}tracer-agent statistics");
         print!("{}", stats.table());
     }
 }
@@ -222,11 +229,7 @@ pub fn print_stats(stats: &AgentStats, json: bool, last: bool) {
 /// Parse /proc/sys/kernel/random/boot_id into 16 bytes.
 pub fn boot_id() -> [u8; 16] {
     let s = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let hex: Vec<u8> = s
-        .trim()
-        .bytes()
-        .filter(u8::is_ascii_hexdigit)
-        .collect();
+    let hex: Vec<u8> = s.trim().bytes().filter(u8::is_ascii_hexdigit).collect();
     let mut out = [0u8; 16];
     for (i, pair) in hex.chunks(2).take(16).enumerate() {
         let digits = std::str::from_utf8(pair).unwrap_or("0");

@@ -30,7 +30,11 @@ impl UdpTransport {
         let sock = Socket::new(Domain::for_address(sink), Type::DGRAM, Some(Protocol::UDP))?;
         sock.set_send_buffer_size(4 << 20)?;
         sock.connect(&sink.into())?;
-        let overhead = if sink.is_ipv4() { V4_OVERHEAD } else { V6_OVERHEAD };
+        let overhead = if sink.is_ipv4() {
+            V4_OVERHEAD
+        } else {
+            V6_OVERHEAD
+        };
         let mtu = path_mtu(&sock, sink.is_ipv4()).unwrap_or(1500);
         let max_payload = max_payload
             .unwrap_or(mtu.saturating_sub(overhead))

@@ -61,20 +61,35 @@ impl AgentStats {
             self.bpf.setsockopt_errors
         ));
         if let (Some(ns), Some(runs)) = (self.bpf_ns_per_run, self.bpf_runs) {
-            s.push_str(&format!("  runs        {runs:>12}\n  ns/run      {ns:>12.1}\n"));
+            s.push_str(&format!(
+                "  runs        {runs:>12}\n  ns/run      {ns:>12.1}\n"
+            ));
         }
         s
     }
 }
 
-/// run_time_ns / run_cnt of a program (kernel.bpf_stats_enabled=1), or None.
-pub fn bpf_prog_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+/// Kernel-side facts about a loaded program.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgInfo {
+    /// Program id (as `bpftool prog show id N` takes it).
+    pub id: u32,
+    /// Cumulative run time (kernel.bpf_stats_enabled=1), ns.
+    pub run_time_ns: u64,
+    /// Runs counted while stats were enabled.
+    pub run_cnt: u64,
+}
+
+/// Id and run statistics of a loaded program, or None if the kernel refuses.
+pub fn bpf_prog_info(fd: std::os::fd::BorrowedFd<'_>) -> Option<ProgInfo> {
     use std::os::fd::AsRawFd;
     let mut info = libbpf_sys::bpf_prog_info::default();
     let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
     // SAFETY: info is a valid, writable bpf_prog_info of `len` bytes; fd is a live program fd.
-    let rc = unsafe {
-        libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len)
-    };
-    (rc == 0).then_some((info.run_time_ns, info.run_cnt))
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+    (rc == 0).then_some(ProgInfo {
+        id: info.id,
+        run_time_ns: info.run_time_ns,
+        run_cnt: info.run_cnt,
+    })
 }

@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use tracer_codec::TxEvent;
 
@@ -162,7 +162,10 @@ impl<'obj> TxProbe<'obj> {
                 .unwrap_or_default();
             Ok(per_cpu
                 .iter()
-                .filter_map(|v| v.get(..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]))))
+                .filter_map(|v| {
+                    v.get(..8)
+                        .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+                })
                 .sum())
         };
         Ok(TxCounters {
@@ -181,7 +184,7 @@ impl<'obj> TxProbe<'obj> {
 }
 
 /// A record the probe wrote, decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct TxRecord(tx_record);
 
 /// Why a ring-buffer record was not decoded.
@@ -294,17 +297,26 @@ mod tests {
         buf.extend(bytes(&sample()));
         let rec = TxRecord::decode(&buf[1..]).unwrap();
         let ev = rec.to_event(123);
-        assert_eq!((ev.mono_ns, ev.global_ns, ev.cookie, ev.tskey, ev.stage), (5, 123, 9, 77, 2));
+        assert_eq!(
+            (ev.mono_ns, ev.global_ns, ev.cookie, ev.tskey, ev.stage),
+            (5, 123, 9, 77, 2)
+        );
         assert_eq!(&ev.comm, b"aaaaaaaaaaaaaaaa");
     }
 
     #[test]
     fn decode_rejects_short_and_unknown() {
         let b = bytes(&sample());
-        assert_eq!(TxRecord::decode(&b[..50]), Err(RecordError::Short(50)));
+        assert_eq!(
+            TxRecord::decode(&b[..50]).unwrap_err(),
+            RecordError::Short(50)
+        );
         let mut s = sample();
         s.hdr.kind = 9;
-        assert_eq!(TxRecord::decode(&bytes(&s)), Err(RecordError::UnknownKind(9)));
+        assert_eq!(
+            TxRecord::decode(&bytes(&s)).unwrap_err(),
+            RecordError::UnknownKind(9)
+        );
     }
 
     #[test]

@@ -1,0 +1,168 @@
+//! The two-way exchange over loopback, client and responder in-process:
+//! both sides share one kernel clock, so the true offset is known.
+
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clocksync::clock::{RealtimeToMono, SystemClock};
+use clocksync::exchange::{spawn_responder, ExchangeClient, ExchangeConfig, StampMode};
+use clocksync::{
+    measure_offset, ClockId, Discipline, ErrorInjection, GlobalClock, ReferenceClock, Servo,
+    ServoConfig, ServoKind,
+};
+
+struct Running {
+    addr: std::net::SocketAddr,
+    shutdown: Arc<AtomicBool>,
+    handle: Option<
+        std::thread::JoinHandle<Result<clocksync::exchange::ExchangeStats, clocksync::ClockError>>,
+    >,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn responder(clock: GlobalClock, mode: StampMode) -> Running {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let handle = spawn_responder(sock, clock, mode, shutdown.clone()).unwrap();
+    Running {
+        addr,
+        shutdown,
+        handle: Some(handle),
+    }
+}
+
+/// A responder clock on the true TAI axis of this host.
+fn true_tai_clock() -> GlobalClock {
+    let b = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+    GlobalClock::fixed(b.offset_ns())
+}
+
+#[test]
+fn same_clock_offset_is_about_zero() {
+    // Responder axis = its CLOCK_MONOTONIC: truth is exactly 0.
+    let r = responder(GlobalClock::fixed(0), StampMode::Kernel);
+    let mut c = ExchangeClient::connect(r.addr, ExchangeConfig::default()).unwrap();
+    let mut errs = Vec::new();
+    for _ in 0..20 {
+        let s = c.sample().unwrap();
+        errs.push(s.ref_minus_mono_ns().abs());
+        assert!(s.delay_ns < 5_000_000, "delay {}", s.delay_ns);
+    }
+    errs.sort();
+    let median = errs[errs.len() / 2];
+    // Loopback, kernel stamps, min of 16: a few µs at worst on a busy box.
+    assert!(median < 5_000, "median |offset| {median} ns, all {errs:?}");
+    assert!(c.stats().completed >= 320);
+}
+
+#[test]
+fn injected_error_is_seen_by_system_and_removed_by_exchange() {
+    let inj = ErrorInjection::starting_now(3_000_000, 50.0).unwrap();
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+
+    // What `--clock system` would produce: CLOCK_TAI as this faulty host sees it.
+    let mut sys = SystemClock::new(ClockId::Tai).with_injection(Some(inj));
+    // What `--clock sink` produces: the exchange, with the same injection
+    // applied to every kernel realtime stamp and realtime reading.
+    let cfg = ExchangeConfig {
+        injection: Some(inj),
+        ..Default::default()
+    };
+    let mut ex = ExchangeClient::connect(r.addr, cfg).unwrap();
+    let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let s_sys = sys.sample().unwrap();
+    let s_ex = ex.sample().unwrap();
+    let injected = inj.error_ns(s_ex.mono_ns);
+    // 3 ms + 50 ppm · ≥0.2 s ≥ 3.01 ms.
+    assert!(injected >= 3_010_000, "{injected}");
+    let sys_err = s_sys.ref_minus_mono_ns() - truth.offset_ns();
+    let ex_err = s_ex.ref_minus_mono_ns() - truth.offset_ns();
+    assert!(
+        (sys_err - inj.error_ns(s_sys.mono_ns)).abs() < 50_000,
+        "system source shows {sys_err} ns, injected {injected}"
+    );
+    assert!(ex_err.abs() < 50_000, "exchange error {ex_err} ns");
+    // The difference between the two recovers the injection.
+    let recovered = s_sys.ref_minus_mono_ns() - s_ex.ref_minus_mono_ns();
+    assert!(
+        (recovered - injected).abs() < 50_000,
+        "recovered {recovered}, injected {injected}"
+    );
+    // The injection never leaks into the monotonic axis.
+    let rt = RealtimeToMono::measure(Some(&inj), 3).unwrap();
+    assert!(rt.offset_ns - truth.offset_ns() > 3_000_000);
+}
+
+#[test]
+fn disciplined_to_the_sink_through_the_exchange() {
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+    let inj = ErrorInjection::starting_now(-2_000_000, 20.0).unwrap();
+    let cfg = ExchangeConfig {
+        injection: Some(inj),
+        burst: 8,
+        ..Default::default()
+    };
+    let client = ExchangeClient::connect(r.addr, cfg).unwrap();
+    let clock = GlobalClock::default();
+    let servo_cfg = ServoConfig {
+        interval_s: 0.05,
+        ..Default::default()
+    };
+    let mut d = Discipline::new(client, Servo::new(ServoKind::Pi, servo_cfg), clock.clone());
+    for _ in 0..12 {
+        d.tick().unwrap();
+        d.wait(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        clock.state().is_some_and(|s| s.is_locked()),
+        "{:?}",
+        clock.state()
+    );
+    let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+    let g = clock.to_global_ns(truth.base_ns).unwrap() as i64;
+    let err = g - truth.target_ns as i64;
+    assert!(err.abs() < 50_000, "global clock off by {err} ns");
+}
+
+#[test]
+fn unsynced_responder_is_refused_and_missing_one_times_out() {
+    let r = responder(GlobalClock::default(), StampMode::Kernel);
+    let cfg = ExchangeConfig {
+        burst: 2,
+        timeout: std::time::Duration::from_millis(50),
+        ..Default::default()
+    };
+    let mut c = ExchangeClient::connect(r.addr, cfg.clone()).unwrap();
+    assert!(c.sample().is_err());
+    drop(r);
+    // Nobody listening on a fresh port: an error, not a hang.
+    let free = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    let mut c = ExchangeClient::connect(addr, cfg).unwrap();
+    assert!(c.sample().is_err());
+}
+
+#[test]
+fn user_space_stamps_work_too() {
+    let r = responder(GlobalClock::fixed(0), StampMode::User);
+    let cfg = ExchangeConfig {
+        mode: StampMode::User,
+        ..Default::default()
+    };
+    let mut c = ExchangeClient::connect(r.addr, cfg).unwrap();
+    let s = c.sample().unwrap();
+    assert!(s.ref_minus_mono_ns().abs() < 1_000_000);
+}

@@ -1,0 +1,152 @@
+//! Reads the sink's pcapng files back into typed frames.
+
+use std::path::{Path, PathBuf};
+
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::blocks::interface_statistics::InterfaceStatisticsOption;
+use pcap_file::pcapng::blocks::opt_common::CommonOption;
+use pcap_file::pcapng::{Block, PcapNgReader};
+use tracer_codec::{CaptureRecord, Event};
+
+/// One event frame.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    /// if_name of its interface.
+    pub iface: String,
+    /// EPB timestamp in ns.
+    pub ts_ns: u64,
+    /// epb_packetid.
+    pub packet_id: Option<u64>,
+    /// opt_comment.
+    pub comment: Option<String>,
+    /// Capture header: agent id.
+    pub agent_id: u64,
+    /// Capture header: event sequence number.
+    pub event_seq: u64,
+    /// Capture header: host.
+    pub host: String,
+    /// The decoded event.
+    pub event: Event,
+}
+
+/// Interface statistics of one interface.
+#[derive(Debug, Clone, Default)]
+pub struct IfStats {
+    /// if_name.
+    pub iface: String,
+    /// isb_ifrecv.
+    pub recv: Option<u64>,
+    /// isb_ifdrop.
+    pub drop: Option<u64>,
+}
+
+/// Everything read from a set of files.
+#[derive(Debug, Default)]
+pub struct Trace {
+    /// Event frames in file order.
+    pub frames: Vec<Frame>,
+    /// ISBs in file order.
+    pub stats: Vec<IfStats>,
+    /// Files read.
+    pub files: Vec<PathBuf>,
+}
+
+/// The .pcapng files in `dir`, sorted by name.
+pub fn pcapng_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Read every pcapng file of `dir`; panics on any malformed block.
+pub fn read_dir(dir: &Path) -> Trace {
+    let mut t = Trace::default();
+    for f in pcapng_files(dir) {
+        read_file(&f, &mut t);
+        t.files.push(f);
+    }
+    t
+}
+
+fn read_file(path: &Path, t: &mut Trace) {
+    let file = std::fs::File::open(path).expect("open pcapng");
+    let mut r = PcapNgReader::new(std::io::BufReader::new(file)).expect("pcapng section header");
+    let mut names: Vec<String> = Vec::new();
+    while let Some(b) = r.next_block() {
+        let (block, _) = b.unwrap_or_else(|e| panic!("{}: bad block: {e}", path.display()));
+        match block {
+            Block::SectionHeader(_) => names.clear(),
+            Block::InterfaceDescription(idb) => {
+                let name = idb
+                    .options
+                    .iter()
+                    .find_map(|o| match o {
+                        InterfaceDescriptionOption::IfName(n) => Some(n.to_string()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                names.push(name);
+            }
+            Block::EnhancedPacket(epb) => {
+                let cap = CaptureRecord::decode(&epb.data)
+                    .unwrap_or_else(|e| panic!("{}: bad capture record: {e}", path.display()));
+                let mut packet_id = None;
+                let mut comment = None;
+                for o in &epb.options {
+                    match o {
+                        EnhancedPacketOption::Common(CommonOption::Comment(c)) => {
+                            comment = Some(c.to_string())
+                        }
+                        // epb_packetid (code 5): pcap-file has no typed variant.
+                        EnhancedPacketOption::Common(CommonOption::Unknown(u))
+                            if u.code == 5 && u.value.len() == 8 =>
+                        {
+                            let mut b = [0u8; 8];
+                            b.copy_from_slice(&u.value);
+                            packet_id = Some(u64::from_le_bytes(b));
+                        }
+                        _ => {}
+                    }
+                }
+                t.frames.push(Frame {
+                    iface: names
+                        .get(epb.interface_id as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    ts_ns: epb.timestamp.as_nanos() as u64,
+                    packet_id,
+                    comment,
+                    agent_id: cap.agent_id,
+                    event_seq: cap.event_seq,
+                    host: cap.host.to_owned(),
+                    event: cap.record.decode().expect("decodable event"),
+                });
+            }
+            Block::InterfaceStatistics(isb) => {
+                let mut s = IfStats {
+                    iface: names
+                        .get(isb.interface_id as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    ..IfStats::default()
+                };
+                for o in &isb.options {
+                    match o {
+                        InterfaceStatisticsOption::IsbIfRecv(v) => s.recv = Some(*v),
+                        InterfaceStatisticsOption::IsbIfDrop(v) => s.drop = Some(*v),
+                        _ => {}
+                    }
+                }
+                t.stats.push(s);
+            }
+            _ => {}
+        }
+    }
+}

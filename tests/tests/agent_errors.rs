@@ -1,0 +1,135 @@
+//! tracer-agent's error paths: it exits non-zero with a message that says
+//! what to do, and on SIGINT/SIGTERM it detaches its BPF program.
+
+use std::process::Command;
+use std::time::Duration;
+
+use tracer_e2e::bins::bin;
+use tracer_e2e::netns::is_root;
+use tracer_e2e::procs::{run, Proc};
+
+fn agent() -> Command {
+    let mut c = Command::new(bin("tracer-agent"));
+    c.args(["--sink", "127.0.0.1:9"]);
+    c
+}
+
+fn assert_fails_with(cmd: Command, needles: &[&str]) {
+    let (st, _, err) = run(cmd);
+    assert!(!st.success(), "expected failure, got {st}; stderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+    }
+}
+
+#[test]
+fn without_privileges_it_says_which_capabilities() {
+    if !is_root() {
+        // Unprivileged already: the plain command must fail the same way.
+        assert_fails_with(agent(), &["privileges", "CAP_BPF"]);
+        return;
+    }
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+    .arg(bin("tracer-agent"))
+    .args(["--sink", "127.0.0.1:9"]);
+    assert_fails_with(c, &["insufficient privileges", "CAP_BPF", "root"]);
+}
+
+#[test]
+fn a_path_that_is_not_a_cgroup_is_refused() {
+    if !is_root() {
+        return;
+    }
+    let mut c = agent();
+    c.args(["--cgroup", "/tmp"]);
+    assert_fails_with(c, &["cgroup /tmp", "not on a cgroup v2", "--cgroup"]);
+    let mut c = agent();
+    c.args(["--cgroup", "/sys/fs/cgroup/unified/no-such-group"]);
+    assert_fails_with(c, &["not accessible"]);
+}
+
+#[test]
+fn a_kernel_without_bpf_tx_timestamping_is_refused() {
+    if !is_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let btf = dir.path().join("vmlinux-6.1");
+    std::fs::write(&btf, b"\0tcp_sendmsg\0bpf_sock_ops_cb_flags_set\0").unwrap();
+    let mut c = agent();
+    c.arg("--btf").arg(&btf);
+    assert_fails_with(c, &["lacks BPF TX timestamping", "6.15"]);
+}
+
+#[test]
+fn unknown_probe_and_bad_options_are_refused() {
+    let mut c = agent();
+    c.args(["--probes", "tx,rx"]);
+    assert_fails_with(c, &["unknown probe", "tx"]);
+    let mut c = agent();
+    c.args(["--sample-every", "0"]);
+    assert_fails_with(c, &["sample-every"]);
+    let (st, out, _) = run({
+        let mut c = Command::new(bin("tracer-agent"));
+        c.arg("--help");
+        c
+    });
+    assert!(st.success());
+    for flag in [
+        "--sink",
+        "--probes",
+        "--cgroup",
+        "--sample-every",
+        "--stats-interval",
+        "--json",
+    ] {
+        assert!(out.contains(flag), "--help lacks {flag}");
+    }
+}
+
+fn prog_exists(id: u32) -> bool {
+    // BPF_PROG_GET_FD_BY_ID fails with ENOENT once the program is gone.
+    let (st, _, _) = run({
+        let mut c = Command::new("bpftool");
+        c.args(["prog", "show", "id", &id.to_string()]);
+        c
+    });
+    st.success()
+}
+
+#[test]
+fn sigint_and_sigterm_detach_and_print_final_stats() {
+    if !is_root() {
+        return;
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let mut c = agent();
+        c.args(["--json"]);
+        let mut p = Proc::spawn("tracer-agent", c);
+        p.wait_stderr("tx probe attached", Duration::from_secs(30));
+        let line = p.stderr.last().cloned().unwrap_or_default();
+        let id: u32 = line
+            .split("prog_id")
+            .nth(1)
+            .and_then(|s| {
+                s.trim_start_matches(|c: char| !c.is_ascii_digit())
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .and_then(|d| d.parse().ok())
+            })
+            .unwrap_or_else(|| panic!("no prog_id in {line:?}"));
+        assert!(prog_exists(id), "program {id} not loaded while attached");
+        let (st, out) = p.stop(sig, Duration::from_secs(20));
+        assert!(st.success(), "exit {st} on signal {sig}");
+        let v: serde_json::Value =
+            serde_json::from_str(out.lines().last().unwrap_or("{}")).unwrap();
+        assert_eq!(v["final"], true, "final stats missing: {out}");
+        assert!(!prog_exists(id), "program {id} still loaded after exit");
+    }
+}

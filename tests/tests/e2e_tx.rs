@@ -1,0 +1,231 @@
+//! End to end with the real kernel: a TCP flow between two network
+//! namespaces over veth, tracer-agent in the sender's namespace, tracer-sink
+//! in the receiver's; the pcapng must hold the flow's SENDMSG, SCHED,
+//! SND_SW and ACK events, in order per skb, on the wall-clock axis, and
+//! nothing from another namespace.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use tracer_codec::{Event, TxEvent, TxStage};
+use tracer_e2e::bins::bin;
+use tracer_e2e::netns::{in_netns, is_root, NetnsPair};
+use tracer_e2e::pcap::read_dir;
+use tracer_e2e::procs::Proc;
+
+const SINK_PORT: u16 = 7420;
+
+fn tai_now_ns() -> u64 {
+    clocksync::bracket::now_ns(clocksync::ClockId::Tai).unwrap()
+}
+
+/// Send `chunks` writes of `size` bytes from namespace a to b and return the
+/// client's (local, peer) addresses.
+fn tcp_flow(pair: &NetnsPair, port: u16, chunks: usize, size: usize) -> (SocketAddr, SocketAddr) {
+    let addr = SocketAddr::from((pair.addr_b, port));
+    let server = in_netns(NetnsPair::path(&pair.b), "e2e-server", move || {
+        TcpListener::bind(addr).unwrap()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+        total
+    });
+    let client = in_netns(NetnsPair::path(&pair.a), "e2e-sender", move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        let data = vec![0x5au8; size];
+        for _ in 0..chunks {
+            c.write_all(&data).unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let ends = (c.local_addr().unwrap(), c.peer_addr().unwrap());
+        // Let the last ACKs arrive before closing.
+        std::thread::sleep(Duration::from_millis(100));
+        ends
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    assert_eq!(reader.join().unwrap(), chunks * size);
+    client
+}
+
+/// A TCP flow in this (root) namespace that the agent must not report.
+fn noise_flow() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut b = Vec::new();
+        s.read_to_end(&mut b).unwrap();
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    for _ in 0..50 {
+        c.write_all(&[1u8; 4096]).unwrap();
+    }
+    drop(c);
+    t.join().unwrap();
+    port
+}
+
+#[test]
+fn tx_events_of_a_tcp_flow_between_namespaces() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for namespaces and BPF");
+        return;
+    }
+    let pair = NetnsPair::create("ntre2e", 231).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+
+    let mut sink_cmd = NetnsPair::exec(&pair.b, &bin("tracer-sink"));
+    sink_cmd
+        .args(["--listen", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .arg("--output")
+        .arg(out.path())
+        .arg("--json");
+    let mut sink = Proc::spawn("tracer-sink", sink_cmd);
+    let mut agent_cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
+    agent_cmd.args([
+        "--sink",
+        &format!("{}:{SINK_PORT}", pair.addr_b),
+        "--probes",
+        "tx",
+        "--hostname",
+        "sender",
+        "--json",
+    ]);
+    let mut agent = Proc::spawn("tracer-agent", agent_cmd);
+    agent.wait_stderr("tx probe attached", Duration::from_secs(30));
+
+    let t0 = tai_now_ns();
+    let noise_port = noise_flow();
+    let (local, peer) = tcp_flow(&pair, 5201, 200, 3000);
+    let noise_port2 = noise_flow();
+    let t1 = tai_now_ns();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (st, stdout) = agent.stop(libc::SIGINT, Duration::from_secs(20));
+    assert!(st.success(), "agent exit {st}: {}", agent.stderr.join("\n"));
+    let last: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("agent final stats")).unwrap();
+    assert_eq!(last["final"], true);
+    assert_eq!(last["stats"]["bpf"]["ringbuf_lost"], 0);
+    let (st, _) = sink.stop(libc::SIGTERM, Duration::from_secs(20));
+    assert!(st.success(), "sink exit {st}: {}", sink.stderr.join("\n"));
+
+    let trace = read_dir(out.path());
+    assert!(!trace.files.is_empty(), "no pcapng written");
+    let netns_a = std::fs::metadata(NetnsPair::path(&pair.a)).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.ino() as u32
+    });
+    let netns_a = netns_a.unwrap();
+
+    let mut by_skb: BTreeMap<(u64, u32), BTreeMap<TxStage, TxEvent>> = BTreeMap::new();
+    let mut flow_events = 0;
+    for f in &trace.frames {
+        let Event::Tx(e) = &f.event else {
+            panic!("unexpected event {:?}", f.event)
+        };
+        assert_eq!(f.iface, "sender");
+        assert_eq!(f.host, "sender");
+        assert_eq!(f.ts_ns, e.global_ns, "EPB timestamp is the global stamp");
+        assert_eq!(e.netns, netns_a, "event from another namespace: {e:?}");
+        let flow = e.flow();
+        assert!(
+            flow.sport != noise_port && flow.dport != noise_port,
+            "root-namespace flow leaked in: {e:?}"
+        );
+        assert!(flow.sport != noise_port2 && flow.dport != noise_port2);
+        assert!(
+            e.global_ns + 1_000_000_000 >= t0 && e.global_ns <= t1 + 1_000_000_000,
+            "global stamp {} not within 1 s of wall time [{t0}, {t1}]",
+            e.global_ns
+        );
+        if flow.saddr == local.ip()
+            && flow.sport == local.port()
+            && flow.daddr == peer.ip()
+            && flow.dport == peer.port()
+        {
+            flow_events += 1;
+            let stage = e.stage().expect("known stage");
+            if stage == TxStage::Sendmsg {
+                assert_eq!(
+                    e.pid,
+                    std::process::id(),
+                    "SENDMSG pid is the sender's tgid"
+                );
+                assert_eq!(e.comm_str(), "e2e-sender");
+                assert!(e.tid != 0);
+                // tskey is the sequence number of the skb's last byte.
+                assert!(
+                    e.tskey.wrapping_sub(e.seq) < 1 << 20,
+                    "seq range {}..={}",
+                    e.seq,
+                    e.tskey
+                );
+            }
+            by_skb
+                .entry((e.cookie, e.tskey))
+                .or_default()
+                .insert(stage, *e);
+        }
+    }
+    assert!(flow_events > 0, "no event of the flow {local} -> {peer}");
+    let count = |s: TxStage| by_skb.values().filter(|m| m.contains_key(&s)).count();
+    for s in [
+        TxStage::Sendmsg,
+        TxStage::Sched,
+        TxStage::SndSw,
+        TxStage::Ack,
+    ] {
+        assert!(
+            count(s) > 0,
+            "no {} event; skbs: {}",
+            s.name(),
+            by_skb.len()
+        );
+    }
+    let mut complete = 0;
+    for ((cookie, tskey), stages) in &by_skb {
+        let order: Vec<(TxStage, u64, u64)> = stages
+            .iter()
+            .map(|(s, e)| (*s, e.mono_ns, e.global_ns))
+            .collect();
+        for w in order.windows(2) {
+            assert!(
+                w[0].1 <= w[1].1 && w[0].2 <= w[1].2,
+                "skb ({cookie}, {tskey}) stages out of order: {order:?}"
+            );
+        }
+        if [
+            TxStage::Sendmsg,
+            TxStage::Sched,
+            TxStage::SndSw,
+            TxStage::Ack,
+        ]
+        .iter()
+        .all(|s| stages.contains_key(s))
+        {
+            complete += 1;
+        }
+    }
+    assert!(complete > 0, "no skb with all four stages");
+    // Every packet id is the per-agent event sequence number.
+    for f in &trace.frames {
+        assert_eq!(f.packet_id, Some(f.event_seq));
+    }
+}
