@@ -50,9 +50,11 @@ local FAMILY_NAMES = { [4] = "IPv4", [6] = "IPv6" }
 -- (so "Decode As" lists it as NETTRACE).
 local proto = Proto("nettrace", "Network stack trace")
 
--- A second, tiny protocol only to tell pcapng frames (capture records) from
--- UDP datagrams: one Lua Proto has one dissector function, and the two
--- payloads start differently. Its tree shows the fields of `proto`.
+-- A second, tiny protocol registered for link type USER0 only. One Lua Proto
+-- has one dissector function, and the payload alone cannot tell a capture
+-- record from a datagram once it is malformed (a bad-magic datagram is not
+-- a capture record), so the table that called us decides. Its tree shows
+-- the fields of `proto`, so `nettrace` and `nettrace.*` filters match both.
 local proto_file = Proto("nettrace_file", "Network stack trace capture record")
 
 ------------------------------------------------------------------------------
