@@ -68,10 +68,14 @@ impl NetnsPair {
         PathBuf::from("/run/netns").join(ns)
     }
 
-    /// `ip netns exec <ns> <program>`.
+    /// `<program>` run in namespace `ns`. nsenter switches only the network
+    /// namespace; `ip netns exec` would also remount /sys and hide the
+    /// cgroup v2 mount the agent attaches to.
     pub fn exec(ns: &str, program: &std::path::Path) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).arg(program);
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net={}", Self::path(ns).display()))
+            .arg("--")
+            .arg(program);
         c
     }
 

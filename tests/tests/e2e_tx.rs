@@ -81,15 +81,22 @@ fn noise_flow() -> u16 {
     port
 }
 
-#[test]
-fn tx_events_of_a_tcp_flow_between_namespaces() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for namespaces and BPF");
-        return;
-    }
-    let pair = NetnsPair::create("ntre2e", 231).expect("creating namespaces");
-    let out = tempfile::tempdir().unwrap();
+/// What one traced run left behind.
+struct Outcome {
+    trace: tracer_e2e::pcap::Trace,
+    agent_final: serde_json::Value,
+    sink_final: serde_json::Value,
+    netns_a: u32,
+}
 
+/// Sink in b, agent (with `agent_args`) in a, then `traffic`, then SIGINT
+/// the agent and SIGTERM the sink; both must exit 0.
+fn traced_run<T>(
+    pair: &NetnsPair,
+    agent_args: &[&str],
+    traffic: impl FnOnce() -> T,
+) -> (Outcome, T) {
+    let out = tempfile::tempdir().unwrap();
     let mut sink_cmd = NetnsPair::exec(&pair.b, &bin("tracer-sink"));
     sink_cmd
         .args(["--listen", &format!("{}:{SINK_PORT}", pair.addr_b)])
@@ -98,41 +105,67 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         .arg("--json");
     let mut sink = Proc::spawn("tracer-sink", sink_cmd);
     let mut agent_cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
-    agent_cmd.args([
-        "--sink",
-        &format!("{}:{SINK_PORT}", pair.addr_b),
-        "--probes",
-        "tx",
-        "--hostname",
-        "sender",
-        "--json",
-    ]);
+    agent_cmd
+        .args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .args(["--probes", "tx", "--hostname", "sender", "--json"])
+        .args(agent_args);
     let mut agent = Proc::spawn("tracer-agent", agent_cmd);
     agent.wait_stderr("tx probe attached", Duration::from_secs(30));
 
-    let t0 = tai_now_ns();
-    let noise_port = noise_flow();
-    let (local, peer) = tcp_flow(&pair, 5201, 200, 3000);
-    let noise_port2 = noise_flow();
-    let t1 = tai_now_ns();
+    let result = traffic();
     std::thread::sleep(Duration::from_millis(300));
 
     let (st, stdout) = agent.stop(libc::SIGINT, Duration::from_secs(20));
     assert!(st.success(), "agent exit {st}: {}", agent.stderr.join("\n"));
-    let last: serde_json::Value =
+    let agent_final: serde_json::Value =
         serde_json::from_str(stdout.lines().last().expect("agent final stats")).unwrap();
-    assert_eq!(last["final"], true);
-    assert_eq!(last["stats"]["bpf"]["ringbuf_lost"], 0);
-    let (st, _) = sink.stop(libc::SIGTERM, Duration::from_secs(20));
+    assert_eq!(agent_final["final"], true);
+    // Let the last datagram land before the sink drains and closes.
+    std::thread::sleep(Duration::from_millis(200));
+    let (st, stdout) = sink.stop(libc::SIGTERM, Duration::from_secs(20));
     assert!(st.success(), "sink exit {st}: {}", sink.stderr.join("\n"));
-
+    let sink_final: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("sink final stats")).unwrap();
+    let netns_a = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(NetnsPair::path(&pair.a)).unwrap().ino() as u32
+    };
     let trace = read_dir(out.path());
     assert!(!trace.files.is_empty(), "no pcapng written");
-    let netns_a = std::fs::metadata(NetnsPair::path(&pair.a)).map(|m| {
-        use std::os::unix::fs::MetadataExt;
-        m.ino() as u32
+    (
+        Outcome {
+            trace,
+            agent_final,
+            sink_final,
+            netns_a,
+        },
+        result,
+    )
+}
+
+#[test]
+fn tx_events_of_a_tcp_flow_between_namespaces() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for namespaces and BPF");
+        return;
+    }
+    let pair = NetnsPair::create("ntre2e", 231).expect("creating namespaces");
+    let (o, (t0, t1, local, peer, noise_port, noise_port2)) = traced_run(&pair, &[], || {
+        let t0 = tai_now_ns();
+        let noise_port = noise_flow();
+        let (local, peer) = tcp_flow(&pair, 5201, 200, 3000);
+        let noise_port2 = noise_flow();
+        (t0, tai_now_ns(), local, peer, noise_port, noise_port2)
     });
-    let netns_a = netns_a.unwrap();
+    assert_eq!(o.agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
+    let (trace, netns_a) = (&o.trace, o.netns_a);
+    assert_eq!(
+        o.sink_final["events_written"].as_u64(),
+        o.agent_final["stats"]["events_by_stage"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_u64()).sum::<u64>()),
+        "every event the agent read is in the file"
+    );
 
     let mut by_skb: BTreeMap<(u64, u32), BTreeMap<TxStage, TxEvent>> = BTreeMap::new();
     let mut flow_events = 0;
@@ -228,4 +261,54 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
     for f in &trace.frames {
         assert_eq!(f.packet_id, Some(f.event_seq));
     }
+}
+
+#[test]
+fn ring_buffer_overflow_is_counted_and_reaches_the_file() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for namespaces and BPF");
+        return;
+    }
+    let pair = NetnsPair::create("ntrlos", 232).expect("creating namespaces");
+    // A one-page ring that never wakes the agent, drained once a second:
+    // a burst of sends must overflow it.
+    let (o, _) = traced_run(
+        &pair,
+        &[
+            "--ringbuf-kib",
+            "4",
+            "--wakeup-kib",
+            "1024",
+            "--poll-ms",
+            "1000",
+        ],
+        || tcp_flow(&pair, 5202, 400, 100),
+    );
+    let lost = o.agent_final["stats"]["bpf"]["ringbuf_lost"]
+        .as_u64()
+        .unwrap();
+    assert!(lost > 0, "no loss counted: {}", o.agent_final);
+    let agent = &o.sink_final["agents"][0];
+    assert_eq!(
+        agent["agent_lost"].as_u64(),
+        Some(lost),
+        "sink stats: {}",
+        o.sink_final
+    );
+    let isb_drop: u64 = o
+        .trace
+        .stats
+        .iter()
+        .filter(|s| s.iface == "sender")
+        .filter_map(|s| s.drop)
+        .max()
+        .expect("an interface statistics block for the agent");
+    assert!(
+        isb_drop >= lost,
+        "ISB ifdrop {isb_drop} < agent loss {lost}"
+    );
+    assert!(
+        !o.trace.frames.is_empty(),
+        "what fit in the ring still arrives"
+    );
 }

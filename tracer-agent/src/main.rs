@@ -90,9 +90,14 @@ struct Cli {
     #[arg(long, default_value_t = 10, value_name = "MS")]
     poll_ms: u64,
 
-    /// BPF ring-buffer size in MiB (power of two).
-    #[arg(long, default_value_t = 8, value_name = "MIB")]
-    ringbuf_mib: u32,
+    /// BPF ring-buffer size in KiB (power of two, at least the page size).
+    #[arg(long, default_value_t = 8192, value_name = "KIB")]
+    ringbuf_kib: u32,
+
+    /// Queued ring-buffer KiB past which the probe wakes the agent before
+    /// its next poll. Default: a quarter of the ring.
+    #[arg(long, value_name = "KIB")]
+    wakeup_kib: Option<u32>,
 
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
@@ -131,10 +136,10 @@ fn real_main() -> anyhow::Result<()> {
             bail!("unknown probe {p:?}: available probes are: tx");
         }
     }
-    if !cli.ringbuf_mib.is_power_of_two() {
+    if !cli.ringbuf_kib.is_power_of_two() || cli.ringbuf_kib < 4 {
         bail!(
-            "--ringbuf-mib must be a power of two, got {}",
-            cli.ringbuf_mib
+            "--ringbuf-kib must be a power of two of at least 4 (one page), got {}",
+            cli.ringbuf_kib
         );
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -164,7 +169,8 @@ fn real_main() -> anyhow::Result<()> {
         max_payload: cli.max_datagram,
         flush_after: Duration::from_millis(cli.flush_ms),
         poll_interval: Duration::from_millis(cli.poll_ms.max(1)),
-        ringbuf_bytes: cli.ringbuf_mib << 20,
+        ringbuf_bytes: cli.ringbuf_kib << 10,
+        wakeup_bytes: u64::from(cli.wakeup_kib.unwrap_or(cli.ringbuf_kib / 4)) << 10,
         btf: cli.btf,
     };
     let stats = run(&cfg, &stop)?;

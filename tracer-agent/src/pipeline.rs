@@ -30,6 +30,8 @@ pub struct Pipeline<T: Transport> {
     next_event_seq: u64,
     pending_since: Option<Instant>,
     flush_after: Duration,
+    /// `lost_events` as last sent: a change is sent even with no events.
+    sent_lost: u64,
     /// Counters, shared with the stats printer.
     pub stats: AgentStats,
 }
@@ -62,6 +64,7 @@ impl<T: Transport> Pipeline<T> {
             next_event_seq: 0,
             pending_since: None,
             flush_after,
+            sent_lost: 0,
             stats: AgentStats::default(),
         }
     }
@@ -93,21 +96,26 @@ impl<T: Transport> Pipeline<T> {
         }
     }
 
-    /// Send the pending datagram if its oldest event waited long enough.
+    /// Send the pending datagram if its oldest event waited long enough,
+    /// or an empty one if new losses have not been reported yet.
     pub fn tick(&mut self, now: Instant) {
-        if self
+        let due = self
             .pending_since
-            .is_some_and(|t| now.duration_since(t) >= self.flush_after)
-        {
-            self.flush();
+            .is_some_and(|t| now.duration_since(t) >= self.flush_after);
+        if due || (self.builder.is_empty() && self.header.lost_events != self.sent_lost) {
+            self.send_datagram();
         }
     }
 
-    /// Send whatever is pending.
+    /// Send whatever is pending, and the latest loss count even if no
+    /// event is pending (so losses at the very end still reach the sink).
     pub fn flush(&mut self) {
-        if self.builder.is_empty() {
-            return;
+        if !self.builder.is_empty() || self.header.lost_events != self.sent_lost {
+            self.send_datagram();
         }
+    }
+
+    fn send_datagram(&mut self) {
         let count = self.builder.count() as u64;
         self.header.seq = self.next_seq;
         self.header.first_event_seq = self.next_event_seq;
@@ -117,6 +125,7 @@ impl<T: Transport> Pipeline<T> {
         self.next_seq += 1;
         self.next_event_seq += count;
         self.pending_since = None;
+        self.sent_lost = self.header.lost_events;
         match self.transport.send(&bytes) {
             Ok(()) => {
                 self.stats.datagrams += 1;
@@ -219,6 +228,19 @@ mod tests {
             .collect();
         assert_eq!(seqs, vec![(0, 0), (2, 3)]);
         assert_eq!((p.stats.send_errors, p.stats.events_unsent), (1, 2));
+    }
+
+    #[test]
+    fn losses_are_reported_even_without_events() {
+        let mut p = Pipeline::new(&id(), Capture::default(), 1472, Duration::from_millis(50));
+        p.flush();
+        assert!(p.transport().sent.is_empty(), "nothing to say");
+        p.set_lost_events(7);
+        p.tick(Instant::now());
+        let d = Datagram::decode(&p.transport().sent[0]).unwrap();
+        assert_eq!((d.header.lost_events, d.header.event_count), (7, 0));
+        p.tick(Instant::now());
+        assert_eq!(p.transport().sent.len(), 1, "reported once");
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub enum PreflightError {
     #[error(
         "cgroup {path} {why}: pass --cgroup with a cgroup v2 directory (e.g. the cgroup2 \
          mount point; `mount -t cgroup2` lists them), or mount one with \
-         `mount -t cgroup2 none /sys/fs/cgroup/unified`"
+         `mount -t cgroup2 none /sys/fs/cgroup/unified`. Inside `ip netns exec`, /sys is \
+         remounted without it: use `nsenter --net=/run/netns/NAME` instead"
     )]
     Cgroup {
         /// The path given.
@@ -141,15 +142,24 @@ pub fn kernel_release() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The default cgroup v2 root: /sys/fs/cgroup on a unified layout, else the
-/// hybrid layout's /sys/fs/cgroup/unified.
+/// The default cgroup v2 root: the first cgroup2 mount in
+/// /proc/self/mountinfo (/sys/fs/cgroup on a unified layout,
+/// /sys/fs/cgroup/unified on a hybrid one), else /sys/fs/cgroup/unified so
+/// the error names the usual place.
 pub fn default_cgroup() -> PathBuf {
-    let unified = PathBuf::from("/sys/fs/cgroup");
-    if check_cgroup(&unified).is_ok() {
-        unified
-    } else {
-        PathBuf::from("/sys/fs/cgroup/unified")
-    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    cgroup2_mount(&info).unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup/unified"))
+}
+
+/// Mount point of the first cgroup2 file system in a mountinfo text.
+fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|l| {
+        // "<id> <parent> <maj:min> <root> <mount point> <opts> ... - <fstype> ..."
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2")
+            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))
+            .flatten()
+    })
 }
 
 /// Inode of a network namespace file (e.g. /proc/self/ns/net).
@@ -184,6 +194,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("BTF"), "{e}");
+    }
+
+    #[test]
+    fn cgroup2_mount_is_found_in_mountinfo() {
+        let info = "24 30 0:22 / /sys rw,nosuid shared:7 - sysfs sysfs rw\n\
+                    35 24 0:30 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount(info),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(
+            cgroup2_mount("24 30 0:22 / /sys rw - sysfs sysfs rw\n"),
+            None
+        );
     }
 
     #[test]

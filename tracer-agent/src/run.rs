@@ -53,6 +53,8 @@ pub struct AgentConfig {
     pub poll_interval: Duration,
     /// Ring-buffer size (bytes, power of two).
     pub ringbuf_bytes: u32,
+    /// Queued bytes past which the probe forces a wakeup.
+    pub wakeup_bytes: u64,
     /// Kernel BTF to check for BPF TX timestamping.
     pub btf: PathBuf,
 }
@@ -109,7 +111,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             cgroup: cfg.cgroup.clone(),
             target_netns,
             sample_every: cfg.sample_every,
-            wakeup_bytes: u64::from(cfg.ringbuf_bytes / 4),
+            wakeup_bytes: cfg.wakeup_bytes,
             ringbuf_bytes: cfg.ringbuf_bytes,
         },
     )?;

@@ -24,7 +24,11 @@ pub enum DecodeError {
     BadHostname(&'static str),
     /// An event record runs past the end of the datagram.
     #[error("record {index} truncated: needs {need} bytes, {have} left")]
-    TruncatedRecord { index: usize, need: usize, have: usize },
+    TruncatedRecord {
+        index: usize,
+        need: usize,
+        have: usize,
+    },
     /// The header's event count does not match the records present.
     #[error("header says {expected} events, datagram holds {found}")]
     EventCountMismatch { expected: usize, found: usize },

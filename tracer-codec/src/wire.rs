@@ -295,7 +295,8 @@ impl DatagramBuilder {
             return false;
         }
         self.buf.extend_from_slice(&kind.to_le_bytes());
-        self.buf.extend_from_slice(&(body.len() as u16).to_le_bytes());
+        self.buf
+            .extend_from_slice(&(body.len() as u16).to_le_bytes());
         self.buf.extend_from_slice(body);
         self.count += 1;
         true

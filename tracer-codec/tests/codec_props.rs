@@ -13,25 +13,27 @@ fn arb_tx() -> impl Strategy<Value = TxEvent> {
         any::<(u16, u16)>(),
         any::<([u8; 16], [u8; 16], [u8; 16])>(),
     )
-        .prop_map(|(w, d, stage, family, (sport, dport), (saddr, daddr, comm))| TxEvent {
-            mono_ns: w[0],
-            global_ns: w[1],
-            hw_ns: w[2],
-            cookie: w[3],
-            tskey: d[0],
-            seq: d[1],
-            netns: d[2],
-            cpu: d[3],
-            pid: d[4],
-            tid: d[5],
-            stage,
-            family,
-            sport,
-            dport,
-            saddr,
-            daddr,
-            comm,
-        })
+        .prop_map(
+            |(w, d, stage, family, (sport, dport), (saddr, daddr, comm))| TxEvent {
+                mono_ns: w[0],
+                global_ns: w[1],
+                hw_ns: w[2],
+                cookie: w[3],
+                tskey: d[0],
+                seq: d[1],
+                netns: d[2],
+                cpu: d[3],
+                pid: d[4],
+                tid: d[5],
+                stage,
+                family,
+                sport,
+                dport,
+                saddr,
+                daddr,
+                comm,
+            },
+        )
 }
 
 fn header(host: &str, seq: u64) -> DatagramHeader {
@@ -118,13 +120,20 @@ fn unknown_kinds_are_skipped_by_length() {
 #[test]
 fn newer_tx_body_with_extra_fields_decodes() {
     let mut body = Vec::new();
-    TxEvent { cookie: 42, ..TxEvent::default() }.encode_body(&mut body);
+    TxEvent {
+        cookie: 42,
+        ..TxEvent::default()
+    }
+    .encode_body(&mut body);
     body.extend_from_slice(&[0xEE; 12]);
     let mut b = DatagramBuilder::new("h", 9000);
     assert!(b.push_raw(EventKind::TX, &body));
     let bytes = b.finish(&header("h", 0));
     let d = Datagram::decode(&bytes).unwrap();
-    assert!(matches!(d.records[0].1, Event::Tx(TxEvent { cookie: 42, .. })));
+    assert!(matches!(
+        d.records[0].1,
+        Event::Tx(TxEvent { cookie: 42, .. })
+    ));
 }
 
 #[test]
@@ -135,20 +144,31 @@ fn rejections_have_specific_reasons() {
 
     let mut bad_magic = good.clone();
     bad_magic[0] = b'X';
-    assert_eq!(Datagram::decode(&bad_magic).unwrap_err().reason(), "bad_magic");
+    assert_eq!(
+        Datagram::decode(&bad_magic).unwrap_err().reason(),
+        "bad_magic"
+    );
 
     let mut v2 = good.clone();
     v2[4] = 2;
     assert_eq!(Datagram::decode(&v2).unwrap_err().reason(), "bad_version");
 
-    assert_eq!(Datagram::decode(&good[..10]).unwrap_err().reason(), "too_short");
     assert_eq!(
-        Datagram::decode(&good[..good.len() - 1]).unwrap_err().reason(),
+        Datagram::decode(&good[..10]).unwrap_err().reason(),
+        "too_short"
+    );
+    assert_eq!(
+        Datagram::decode(&good[..good.len() - 1])
+            .unwrap_err()
+            .reason(),
         "truncated_record"
     );
     let mut count = good.clone();
     count[58] = 2;
-    assert_eq!(Datagram::decode(&count).unwrap_err().reason(), "event_count_mismatch");
+    assert_eq!(
+        Datagram::decode(&count).unwrap_err().reason(),
+        "event_count_mismatch"
+    );
 
     let mut stage = good.clone();
     let body_off = HEADER_FIXED_LEN + 1 + RECORD_HEADER_LEN;
@@ -166,13 +186,26 @@ fn rejections_have_specific_reasons() {
 #[test]
 fn capture_record_round_trip() {
     let mut b = DatagramBuilder::new("h", 9000);
-    let ev = TxEvent { cookie: 7, tskey: 99, ..TxEvent::default() };
+    let ev = TxEvent {
+        cookie: 7,
+        tskey: 99,
+        ..TxEvent::default()
+    };
     b.push_tx(&ev);
     let bytes = b.finish(&header("h", 0));
     let d = Datagram::decode(&bytes).unwrap();
     let mut out = Vec::new();
     CaptureRecord::encode(&mut out, 5, 77, 2, 3, "sender", d.records[0].0.bytes);
     let c = CaptureRecord::decode(&out).unwrap();
-    assert_eq!((c.agent_id, c.event_seq, c.clock_source, c.clock_state, c.host), (5, 77, 2, 3, "sender"));
+    assert_eq!(
+        (
+            c.agent_id,
+            c.event_seq,
+            c.clock_source,
+            c.clock_state,
+            c.host
+        ),
+        (5, 77, 2, 3, "sender")
+    );
     assert_eq!(c.record.decode().unwrap(), Event::Tx(ev));
 }
