@@ -344,20 +344,16 @@ fn recv_stamped(sock: &UdpSocket, buf: &mut [u8], errqueue: bool) -> std::io::Re
             let h = &*c;
             let data = libc::CMSG_DATA(c);
             let payload = h.cmsg_len as usize - (data as usize - c as usize);
-            if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SO_TIMESTAMPING {
-                if payload >= 3 * size_of::<libc::timespec>() {
-                    let ts: [libc::timespec; 3] = std::ptr::read_unaligned(data.cast());
-                    out.sw_ns = timespec_ns(&ts[0]);
-                }
-            } else if (h.cmsg_level == libc::SOL_IP && h.cmsg_type == IP_RECVERR)
-                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == IPV6_RECVERR)
-            {
-                if payload >= size_of::<libc::sock_extended_err>() {
-                    let e: libc::sock_extended_err = std::ptr::read_unaligned(data.cast());
-                    if e.ee_errno == libc::ENOMSG as u32 && e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING
-                    {
-                        out.tx_key = Some(e.ee_data);
-                    }
+            let is_ts = h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == SO_TIMESTAMPING;
+            let is_err = (h.cmsg_level == libc::SOL_IP && h.cmsg_type == IP_RECVERR)
+                || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == IPV6_RECVERR);
+            if is_ts && payload >= 3 * size_of::<libc::timespec>() {
+                let ts: [libc::timespec; 3] = std::ptr::read_unaligned(data.cast());
+                out.sw_ns = timespec_ns(&ts[0]);
+            } else if is_err && payload >= size_of::<libc::sock_extended_err>() {
+                let e: libc::sock_extended_err = std::ptr::read_unaligned(data.cast());
+                if e.ee_errno == libc::ENOMSG as u32 && e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
+                    out.tx_key = Some(e.ee_data);
                 }
             }
             c = libc::CMSG_NXTHDR(&msg, c);
