@@ -26,6 +26,7 @@ mod receiver;
 pub mod reorder;
 pub mod socket;
 pub mod stats;
+mod summary;
 mod writer;
 
 use std::future::Future;

@@ -225,7 +225,7 @@ impl TraceFile {
         ts_ns: u64,
         payload: &[u8],
         packet_id: u64,
-        comment: Option<String>,
+        comment: Option<&str>,
     ) -> Result<(), SinkError> {
         let id_bytes = packet_id.to_le_bytes();
         let mut options = Vec::with_capacity(2);
@@ -237,7 +237,7 @@ impl TraceFile {
         )));
         if let Some(c) = comment {
             options.push(EnhancedPacketOption::Common(CommonOption::Comment(
-                Cow::Owned(c),
+                Cow::Borrowed(c),
             )));
         }
         let epb = EnhancedPacketBlock {

@@ -13,6 +13,7 @@ use crate::config::SinkConfig;
 use crate::pcapng::{IsbInfo, TraceFile, WriteFailure};
 use crate::reorder::{Release, ReorderBuffer};
 use crate::stats::{Shared, WriterCounters};
+use crate::summary::Summarizer;
 
 /// Writer state; lives on its own thread for the whole run.
 pub(crate) struct Writer {
@@ -32,6 +33,7 @@ pub(crate) struct Writer {
     closed_bytes: u64,
     last_ts: u64,
     payload: Vec<u8>,
+    summarizer: Summarizer,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
@@ -49,6 +51,7 @@ pub(crate) fn run_writer(cfg: SinkConfig, shared: Arc<Shared>, mut rx: Receiver<
         closed_bytes: 0,
         last_ts: 0,
         payload: Vec::with_capacity(512),
+        summarizer: Summarizer::default(),
     };
     w.open_file();
     while let Some(msg) = rx.blocking_recv() {
@@ -196,7 +199,10 @@ impl Writer {
                 body: &rec[RECORD_HEADER_LEN..],
                 bytes: rec,
             };
-            raw.decode().ok().map(|ev| ev.summary())
+            match raw.decode() {
+                Ok(ev) => Some(self.summarizer.summarize(&ev)),
+                Err(_) => None,
+            }
         } else {
             None
         };
