@@ -231,6 +231,89 @@ impl RealtimeToMono {
     }
 }
 
+/// `realtime - monotonic` of this kernel, known to a few ns.
+///
+/// Both clocks come from one timekeeper and NTP slews them alike, so their
+/// difference is a constant that changes only when realtime is stepped.
+/// Each bracket `mono1, rt, mono2` proves `rt - mono2 ≤ offset ≤ rt - mono1`;
+/// the tracker intersects these intervals over many brackets, which pins the
+/// offset far tighter than one bracket's width. A bracket disjoint from the
+/// interval means realtime was stepped: start over. The interval is also
+/// restarted every `max_age_ns` so a slow drift cannot leave it stale.
+#[derive(Debug, Clone, Copy)]
+pub struct RealtimeMonoTracker {
+    lo_ns: i64,
+    hi_ns: i64,
+    since_mono_ns: u64,
+    max_age_ns: u64,
+}
+
+impl RealtimeMonoTracker {
+    /// A tracker primed with 16 brackets; restarted each second.
+    pub fn new() -> Result<Self, ClockError> {
+        let mut t = RealtimeMonoTracker {
+            lo_ns: i64::MIN,
+            hi_ns: i64::MAX,
+            since_mono_ns: 0,
+            max_age_ns: 1_000_000_000,
+        };
+        for _ in 0..16 {
+            t.refresh()?;
+        }
+        Ok(t)
+    }
+
+    /// Take one more bracket.
+    pub fn refresh(&mut self) -> Result<(), ClockError> {
+        let m1 = now_ns(ClockId::Monotonic)?;
+        let rt = now_ns(ClockId::Realtime)?;
+        let m2 = now_ns(ClockId::Monotonic)?;
+        let lo = rt.wrapping_sub(m2) as i64;
+        let hi = rt.wrapping_sub(m1) as i64;
+        let stale = m1.saturating_sub(self.since_mono_ns) > self.max_age_ns;
+        if stale || lo > self.hi_ns || hi < self.lo_ns {
+            // Fresh start (first use, age, or realtime stepped).
+            self.lo_ns = lo;
+            self.hi_ns = hi;
+            self.since_mono_ns = m1;
+        } else {
+            self.lo_ns = self.lo_ns.max(lo);
+            self.hi_ns = self.hi_ns.min(hi);
+        }
+        Ok(())
+    }
+
+    /// Best estimate of `realtime - monotonic`, ns.
+    pub fn offset_ns(&self) -> i64 {
+        self.lo_ns + (self.hi_ns - self.lo_ns) / 2
+    }
+
+    /// Width of the interval the offset is known to lie in, ns.
+    pub fn width_ns(&self) -> u64 {
+        (self.hi_ns - self.lo_ns).max(0) as u64
+    }
+
+    /// A (true) realtime stamp on the monotonic axis.
+    pub fn to_mono(&self, realtime_ns: u64) -> u64 {
+        realtime_ns.wrapping_sub(self.offset_ns() as u64)
+    }
+
+    /// A realtime stamp read by a host with injected error `inj`, on the
+    /// monotonic axis, as that host computes it: its realtime readings carry
+    /// the same error, so the error cancels.
+    pub fn to_mono_injected(&self, realtime_ns: u64, inj: Option<&ErrorInjection>) -> u64 {
+        match inj {
+            None => self.to_mono(realtime_ns),
+            Some(i) => {
+                let approx_mono = self.to_mono(realtime_ns);
+                // The faulty host's own realtime-monotonic offset at that time.
+                let its_offset = self.offset_ns() + i.error_ns(approx_mono);
+                realtime_ns.wrapping_sub(its_offset as u64)
+            }
+        }
+    }
+}
+
 /// A clock source named on a command line.
 ///
 /// | text | source |

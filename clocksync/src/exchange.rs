@@ -44,7 +44,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bracket::{now_ns, ClockId};
-use crate::clock::{inject, Clock, ErrorInjection, OffsetSample, RealtimeToMono, ReferenceClock};
+use crate::clock::{
+    inject, Clock, ErrorInjection, OffsetSample, RealtimeMonoTracker, ReferenceClock,
+};
 use crate::error::ClockError;
 use crate::global::GlobalClock;
 
@@ -537,6 +539,7 @@ pub struct ExchangeClient {
     sent: u32,
     stats: ExchangeStats,
     last: Vec<Exchange>,
+    rt_map: RealtimeMonoTracker,
 }
 
 impl ExchangeClient {
@@ -570,6 +573,7 @@ impl ExchangeClient {
             sent: 0,
             stats: ExchangeStats::default(),
             last: Vec::new(),
+            rt_map: RealtimeMonoTracker::new()?,
         })
     }
 
@@ -599,13 +603,14 @@ impl ExchangeClient {
         let seq = self.seq;
         let inj = self.cfg.injection;
         let deadline = Instant::now() + self.cfg.timeout;
-        // Realtime → monotonic for this host, taken right before (the
-        // injection shifts the realtime reads, as it shifts the stamps).
-        let map = RealtimeToMono::measure(inj.as_ref(), 3)?;
-        let raw_map = map.offset_ns - inj.map_or(0, |i| i.error_ns(map.mono_ns));
+        // Realtime → monotonic for this host. The kernel stamps carry the
+        // injected error (as a faulty host's would); so do its realtime
+        // readings, so the conversion removes it again.
+        self.rt_map.refresh()?;
+        let map = self.rt_map;
         let to_mono = |rt: u64| {
-            let approx_mono = rt.wrapping_sub(raw_map as u64);
-            map.to_mono(inject(inj.as_ref(), rt, approx_mono))
+            let approx_mono = map.to_mono(rt);
+            map.to_mono_injected(inject(inj.as_ref(), rt, approx_mono), inj.as_ref())
         };
         let t1 = send_stamped(
             &self.sock,
@@ -699,6 +704,7 @@ pub struct Responder {
     mode: StampMode,
     sent: u32,
     stats: ExchangeStats,
+    rt_map: RealtimeMonoTracker,
 }
 
 impl Responder {
@@ -713,6 +719,7 @@ impl Responder {
             mode,
             sent: 0,
             stats: ExchangeStats::default(),
+            rt_map: RealtimeMonoTracker::new()?,
         })
     }
 
@@ -729,9 +736,9 @@ impl Responder {
     }
 
     /// A realtime stamp on the global axis (None before the clock has a mapping).
-    fn to_global(&self, rt_ns: u64) -> Result<Option<u64>, ClockError> {
-        let map = RealtimeToMono::measure(None, 3)?;
-        Ok(self.clock.to_global_ns(map.to_mono(rt_ns)))
+    fn global_of(&mut self, rt_ns: u64) -> Result<Option<u64>, ClockError> {
+        self.rt_map.refresh()?;
+        Ok(self.clock.to_global_ns(self.rt_map.to_mono(rt_ns)))
     }
 
     /// Answer at most one request, waiting up to `timeout`. Returns whether
@@ -750,7 +757,7 @@ impl Responder {
         let flags = if snap.is_locked() { FLAG_SYNCED } else { 0 };
         let state = snap.state.map_or(255, |s| s.code() as u32);
         let err = snap.error_estimate_ns.min(u32::MAX as u64) as u32;
-        let Some(t2) = self.to_global(t2_rt)? else {
+        let Some(t2) = self.global_of(t2_rt)? else {
             self.stats.ignored += 1;
             return Ok(false);
         };
@@ -778,7 +785,7 @@ impl Responder {
             }
         };
         reply.kind = Kind::FollowUp;
-        reply.t_ns = self.to_global(t3_rt)?.unwrap_or(0);
+        reply.t_ns = self.global_of(t3_rt)?.unwrap_or(0);
         // The follow-up's own TX stamp is not needed; drain it so the error
         // queue does not grow.
         if self.mode == StampMode::Kernel {
