@@ -175,7 +175,8 @@ mod tests {
         let t0 = Instant::now();
         r.push(1_000_000_000, 1);
         r.note_arrival(t0, 1_000_000_000);
-        assert!(r.pop_due(r.watermark(t0)).is_none());
+        let w0 = r.watermark(t0);
+        assert!(r.pop_due(w0).is_none());
         let later = t0 + Duration::from_millis(11);
         let w = r.watermark(later);
         assert_eq!(r.pop_due(w).map(|x| x.1), Some(1));
