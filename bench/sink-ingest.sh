@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Sink ingest benchmark: events/s that tracer-sink writes to pcapng with
+# zero loss, on this machine, over loopback UDP.
+#
+# 1. flat out: the flood example sends EVENTS events as fast as it can
+#    (median of RUNS runs) and we report the send rate and the loss;
+# 2. paced: the send rate steps up through RATES until the first loss; the
+#    highest loss-free rate is the sink's sustainable ingest rate.
+# Both with and without per-event comments, for MTU-sized (1472-byte) and
+# large (65000-byte) datagrams.
+#
+# Environment knobs: EVENTS (default 2000000), SENDERS (2), RUNS (3),
+# RATES ("250000 500000 750000 1000000 1250000 1500000"),
+# BENCH_OUT_DIR (where the sink writes; default a fresh dir under
+# ${TMPDIR:-/tmp}; use /dev/shm to take the disk out of the picture).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+EVENTS=${EVENTS:-2000000}
+SENDERS=${SENDERS:-2}
+RUNS=${RUNS:-3}
+RATES=${RATES:-"250000 500000 750000 1000000 1250000 1500000"}
+BASE=${BENCH_OUT_DIR:-${TMPDIR:-/tmp}}
+WORK=$(mktemp -d "$BASE/sink-bench.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+cargo build --release -q -p tracer-sink --bins --examples
+SINK=target/release/tracer-sink
+FLOOD=target/release/examples/flood
+
+echo "# output on $(stat -f -c %T "$WORK") ($WORK), $(nproc) cores, senders=$SENDERS"
+
+json_field() { # name, json line
+    sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$2"
+}
+
+# run_once SIZE RATE EVENTS COMMENTS -> "sent written send_rate"
+run_once() {
+    local size=$1 rate=$2 events=$3 comments=$4
+    local port=$((20000 + RANDOM % 20000))
+    local out="$WORK/out"
+    rm -rf "$out"
+    local extra=()
+    [[ $comments == off ]] && extra+=(--no-comments)
+    "$SINK" --listen "127.0.0.1:$port" --output "$out" --json --stats-interval 0 \
+        "${extra[@]}" >"$WORK/stats.json" 2>"$WORK/sink.log" &
+    local pid=$!
+    for _ in $(seq 50); do
+        grep -q "tracer-sink started" "$WORK/sink.log" && break
+        sleep 0.1
+    done
+    local f
+    f=$("$FLOOD" --target "127.0.0.1:$port" --senders "$SENDERS" --events "$events" \
+        --datagram-size "$size" --rate "$rate")
+    sleep 0.5 # let the reorder window pass; SIGTERM drains the socket anyway
+    kill -TERM "$pid"
+    wait "$pid"
+    local s
+    s=$(tail -n 1 "$WORK/stats.json")
+    echo "$(json_field events_sent "$f") $(json_field events_written "$s") $(json_field events_per_s "$f")"
+    rm -rf "$out"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+for size in 1472 65000; do
+    for comments in on off; do
+        rates=()
+        losses=()
+        for _ in $(seq "$RUNS"); do
+            read -r sent written rate < <(run_once "$size" 0 "$EVENTS" "$comments")
+            rates+=("$rate")
+            losses+=("$(awk -v s="$sent" -v w="$written" 'BEGIN {printf "%.2f", 100 * (s - w) / s}')")
+        done
+        echo "flat-out size=$size comments=$comments: send rate median $(printf '%s\n' "${rates[@]}" | median) ev/s," \
+            "loss per run ${losses[*]} %"
+    done
+done
+
+for size in 1472 65000; do
+    for comments in on off; do
+        best=0
+        for rate in $RATES; do
+            n=$((rate * 2)) # two seconds at this rate
+            read -r sent written actual < <(run_once "$size" "$rate" "$n" "$comments")
+            if [[ $sent == "$written" ]]; then
+                best=$rate
+                echo "paced size=$size comments=$comments rate=$rate (actual ${actual}): zero loss"
+            else
+                echo "paced size=$size comments=$comments rate=$rate (actual ${actual}): lost $((sent - written)) of $sent"
+                break
+            fi
+        done
+        echo "RESULT size=$size comments=$comments: highest zero-loss rate $best events/s"
+    done
+done
