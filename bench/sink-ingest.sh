@@ -38,8 +38,7 @@ json_field() { # name, json line
 run_once() {
     local size=$1 rate=$2 events=$3 comments=$4
     local port=$((20000 + RANDOM % 20000))
-    local out="$WORK/out"
-    rm -rf "$out"
+    local out="$WORK/out.$port.$RANDOM"
     local extra=()
     [[ $comments == off ]] && extra+=(--no-comments)
     "$SINK" --listen "127.0.0.1:$port" --output "$out" --json --stats-interval 0 \
@@ -58,7 +57,7 @@ run_once() {
     local s
     s=$(tail -n 1 "$WORK/stats.json")
     echo "$(json_field events_sent "$f") $(json_field events_written "$s") $(json_field events_per_s "$f")"
-    rm -rf "$out"
+    rm -rf "$out" 2>/dev/null || true
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
