@@ -106,14 +106,13 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 	r->tskey = 0;
 	r->seq = 0;
 	if (skb) {
-		shinfo = (void *)(BPF_CORE_READ(skb, head) +
-				  BPF_CORE_READ(skb, end));
-		if (bpf_core_read(&r->tskey, sizeof(r->tskey), &shinfo->tskey))
-			r->tskey = 0;
+		/* Direct loads through BTF pointers (rdonly_cast) instead of
+		 * bpf_probe_read_kernel calls: same fault safety, no helper call. */
+		shinfo = bpf_core_cast(skb->head + skb->end, struct skb_shared_info);
+		r->tskey = shinfo->tskey;
 		/* The control block holds tcp_skb_cb only while TCP owns the skb. */
-		if ((stage == TX_SENDMSG || stage == TX_ACK) &&
-		    bpf_core_read(&r->seq, sizeof(r->seq), &skb->cb))
-			r->seq = 0;
+		if (stage == TX_SENDMSG || stage == TX_ACK)
+			r->seq = *(__u32 *)skb->cb;
 	}
 	r->netns = target_netns ? target_netns : sock_netns(k);
 	r->cpu = bpf_get_smp_processor_id();

@@ -5,4 +5,5 @@ pub mod bins;
 pub mod netns;
 pub mod pcap;
 pub mod procs;
+pub mod scenario;
 pub mod tshark;

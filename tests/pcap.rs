@@ -26,6 +26,8 @@ pub struct Frame {
     pub event_seq: u64,
     /// Capture header: host.
     pub host: String,
+    /// Capture header: the agent's clock state when it sent the event.
+    pub clock_state: u8,
     /// The decoded event.
     pub event: Event,
 }
@@ -126,6 +128,7 @@ fn read_file(path: &Path, t: &mut Trace) {
                     agent_id: cap.agent_id,
                     event_seq: cap.event_seq,
                     host: cap.host.to_owned(),
+                    clock_state: cap.clock_state,
                     event: cap.record.decode().expect("decodable event"),
                 });
             }

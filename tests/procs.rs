@@ -44,6 +44,9 @@ impl Proc {
     /// seen so far on timeout or exit.
     pub fn wait_stderr(&mut self, needle: &str, timeout: Duration) {
         let deadline = Instant::now() + timeout;
+        if self.stderr.iter().any(|l| l.contains(needle)) {
+            return;
+        }
         loop {
             while let Ok(l) = self.stderr_rx.try_recv() {
                 let hit = l.contains(needle);

@@ -5,143 +5,10 @@
 //! nothing from another namespace.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
 
 use tracer_codec::{Event, TxEvent, TxStage};
-use tracer_e2e::bins::bin;
-use tracer_e2e::netns::{in_netns, is_root, NetnsPair};
-use tracer_e2e::pcap::read_dir;
-use tracer_e2e::procs::Proc;
-
-const SINK_PORT: u16 = 7420;
-
-fn tai_now_ns() -> u64 {
-    clocksync::bracket::now_ns(clocksync::ClockId::Tai).unwrap()
-}
-
-/// Send `chunks` writes of `size` bytes from namespace a to b and return the
-/// client's (local, peer) addresses.
-fn tcp_flow(pair: &NetnsPair, port: u16, chunks: usize, size: usize) -> (SocketAddr, SocketAddr) {
-    let addr = SocketAddr::from((pair.addr_b, port));
-    let server = in_netns(NetnsPair::path(&pair.b), "e2e-server", move || {
-        TcpListener::bind(addr).unwrap()
-    })
-    .unwrap()
-    .join()
-    .unwrap();
-    let reader = std::thread::spawn(move || {
-        let (mut s, _) = server.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut total = 0;
-        loop {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => total += n,
-            }
-        }
-        total
-    });
-    let client = in_netns(NetnsPair::path(&pair.a), "e2e-sender", move || {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.set_nodelay(true).unwrap();
-        let data = vec![0x5au8; size];
-        for _ in 0..chunks {
-            c.write_all(&data).unwrap();
-            std::thread::sleep(Duration::from_micros(500));
-        }
-        let ends = (c.local_addr().unwrap(), c.peer_addr().unwrap());
-        // Let the last ACKs arrive before closing.
-        std::thread::sleep(Duration::from_millis(100));
-        ends
-    })
-    .unwrap()
-    .join()
-    .unwrap();
-    assert_eq!(reader.join().unwrap(), chunks * size);
-    client
-}
-
-/// A TCP flow in this (root) namespace that the agent must not report.
-fn noise_flow() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let t = std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        let mut b = Vec::new();
-        s.read_to_end(&mut b).unwrap();
-    });
-    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    for _ in 0..50 {
-        c.write_all(&[1u8; 4096]).unwrap();
-    }
-    drop(c);
-    t.join().unwrap();
-    port
-}
-
-/// What one traced run left behind.
-struct Outcome {
-    trace: tracer_e2e::pcap::Trace,
-    agent_final: serde_json::Value,
-    sink_final: serde_json::Value,
-    netns_a: u32,
-}
-
-/// Sink in b, agent (with `agent_args`) in a, then `traffic`, then SIGINT
-/// the agent and SIGTERM the sink; both must exit 0.
-fn traced_run<T>(
-    pair: &NetnsPair,
-    agent_args: &[&str],
-    traffic: impl FnOnce() -> T,
-) -> (Outcome, T) {
-    let out = tempfile::tempdir().unwrap();
-    let mut sink_cmd = NetnsPair::exec(&pair.b, &bin("tracer-sink"));
-    sink_cmd
-        .args(["--listen", &format!("{}:{SINK_PORT}", pair.addr_b)])
-        .arg("--output")
-        .arg(out.path())
-        .arg("--json");
-    let mut sink = Proc::spawn("tracer-sink", sink_cmd);
-    let mut agent_cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
-    agent_cmd
-        .args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
-        .args(["--probes", "tx", "--hostname", "sender", "--json"])
-        .args(agent_args);
-    let mut agent = Proc::spawn("tracer-agent", agent_cmd);
-    agent.wait_stderr("tx probe attached", Duration::from_secs(30));
-
-    let result = traffic();
-    std::thread::sleep(Duration::from_millis(300));
-
-    let (st, stdout) = agent.stop(libc::SIGINT, Duration::from_secs(20));
-    assert!(st.success(), "agent exit {st}: {}", agent.stderr.join("\n"));
-    let agent_final: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("agent final stats")).unwrap();
-    assert_eq!(agent_final["final"], true);
-    // Let the last datagram land before the sink drains and closes.
-    std::thread::sleep(Duration::from_millis(200));
-    let (st, stdout) = sink.stop(libc::SIGTERM, Duration::from_secs(20));
-    assert!(st.success(), "sink exit {st}: {}", sink.stderr.join("\n"));
-    let sink_final: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("sink final stats")).unwrap();
-    let netns_a = {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(NetnsPair::path(&pair.a)).unwrap().ino() as u32
-    };
-    let trace = read_dir(out.path());
-    assert!(!trace.files.is_empty(), "no pcapng written");
-    (
-        Outcome {
-            trace,
-            agent_final,
-            sink_final,
-            netns_a,
-        },
-        result,
-    )
-}
+use tracer_e2e::netns::{is_root, NetnsPair};
+use tracer_e2e::scenario::{noise_flow, tai_now_ns, tcp_flow, traced_run};
 
 #[test]
 fn tx_events_of_a_tcp_flow_between_namespaces() {
@@ -163,15 +30,24 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         o.sink_final["events_written"].as_u64(),
         o.agent_final["stats"]["events_by_stage"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_u64()).sum::<u64>()),
+            .map(|a| a.iter().filter_map(|v| v.as_u64()).sum::<u64>()
+                + o.agent_final["stats"]["clock_events"].as_u64().unwrap_or(0)),
         "every event the agent read is in the file"
     );
 
     let mut by_skb: BTreeMap<(u64, u32), BTreeMap<TxStage, TxEvent>> = BTreeMap::new();
     let mut flow_events = 0;
     for f in &trace.frames {
-        let Event::Tx(e) = &f.event else {
-            panic!("unexpected event {:?}", f.event)
+        let e = match &f.event {
+            Event::Tx(e) => e,
+            Event::Clock(c) => {
+                assert_eq!(
+                    f.ts_ns, c.global_ns,
+                    "clock events are stamped with global time"
+                );
+                continue;
+            }
+            other => panic!("unexpected event {other:?}"),
         };
         assert_eq!(f.iface, "sender");
         assert_eq!(f.host, "sender");

@@ -1,6 +1,7 @@
 //! tracer-agent: loads the BPF probes, converts kernel stamps to the
 //! global clock, batches events into datagrams and sends them to a sink.
 
+pub mod clock;
 pub mod pipeline;
 pub mod preflight;
 pub mod probes;
@@ -8,3 +9,4 @@ pub mod run;
 pub mod sender;
 pub mod stats;
 pub mod timebase;
+pub mod wakeup;

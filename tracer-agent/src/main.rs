@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use tracer_agent::clock::{ClockChoice, ClockConfig};
 use tracer_agent::pipeline::AgentIdentity;
 use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsFilter};
 
@@ -99,6 +100,51 @@ struct Cli {
     #[arg(long, value_name = "KIB")]
     wakeup_kib: Option<u32>,
 
+    /// Reference of the global clock every event is converted to:
+    /// `system` (this host's CLOCK_TAI), `phc:/dev/ptpN` (a PTP hardware
+    /// clock), `iface:NAME` (the PHC of a NIC), or `sink` (the sink's clock,
+    /// through a two-way exchange stamped by the kernel). The global clock
+    /// is a software clock: no system clock is ever adjusted.
+    #[arg(long, default_value = "system", value_name = "CLOCK")]
+    clock: ClockChoice,
+
+    /// UDP port of the sink's clock responder, for `--clock sink`.
+    /// Default: the sink's port + 1.
+    #[arg(long, value_name = "PORT")]
+    clock_port: Option<u16>,
+
+    /// Seconds between clock updates (each one is also sent as a clock event).
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    clock_interval: f64,
+
+    /// Clock servo: `pi` (phc2sys's PI controller) or `linreg` (least squares
+    /// over a sliding window).
+    #[arg(long, default_value = "pi")]
+    servo: String,
+
+    /// TESTING ONLY: behave as if this host's CLOCK_REALTIME/CLOCK_TAI were
+    /// off by this many ns (every realtime/TAI reading and kernel realtime
+    /// stamp the agent takes is shifted; monotonic stamps are not).
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "NS",
+        help_heading = "Testing options",
+        allow_hyphen_values = true
+    )]
+    inject_clock_offset_ns: i64,
+
+    /// TESTING ONLY: drift of the injected clock error, in ppm (the error
+    /// grows by this much per second of elapsed time).
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "PPM",
+        help_heading = "Testing options",
+        allow_hyphen_values = true
+    )]
+    inject_clock_drift_ppm: f64,
+
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
     btf: PathBuf,
@@ -142,6 +188,19 @@ fn real_main() -> anyhow::Result<()> {
             cli.ringbuf_kib
         );
     }
+    if !(cli.clock_interval > 0.0 && cli.clock_interval.is_finite()) {
+        bail!("--clock-interval must be a positive number of seconds");
+    }
+    let servo: clocksync::ServoKind = cli
+        .servo
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--servo: {e}"))?;
+    let clock_port = match cli.clock_port {
+        Some(p) => p,
+        None => cli.sink.port().checked_add(1).context(
+            "the sink port is 65535: pass --clock-port with the sink's clock responder port",
+        )?,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -172,6 +231,14 @@ fn real_main() -> anyhow::Result<()> {
         ringbuf_bytes: cli.ringbuf_kib << 10,
         wakeup_bytes: u64::from(cli.wakeup_kib.unwrap_or(cli.ringbuf_kib / 4)) << 10,
         btf: cli.btf,
+        clock: ClockConfig {
+            choice: cli.clock,
+            sink_clock_addr: SocketAddr::new(cli.sink.ip(), clock_port),
+            servo,
+            interval: Duration::from_secs_f64(cli.clock_interval),
+            inject_offset_ns: cli.inject_clock_offset_ns,
+            inject_drift_ppm: cli.inject_clock_drift_ppm,
+        },
     };
     let stats = run(&cfg, &stop)?;
     print_stats(&stats, cfg.json, true);

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use tracer_codec::{
-    ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WIRE_VERSION,
+    ClockEvent, ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WIRE_VERSION,
 };
 
 use crate::sender::Transport;
@@ -89,6 +89,19 @@ impl<T: Transport> Pipeline<T> {
             self.flush();
             // An empty builder always has room for one event.
             let pushed = self.builder.push_tx(ev);
+            debug_assert!(pushed);
+        }
+        if self.pending_since.is_none() {
+            self.pending_since = Some(Instant::now());
+        }
+    }
+
+    /// Queue one clock update.
+    pub fn push_clock(&mut self, ev: &ClockEvent) {
+        self.stats.clock_events += 1;
+        if !self.builder.push_clock(ev) {
+            self.flush();
+            let pushed = self.builder.push_clock(ev);
             debug_assert!(pushed);
         }
         if self.pending_since.is_none() {

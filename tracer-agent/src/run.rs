@@ -10,12 +10,16 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::RingBufferBuilder;
 
+use crate::clock::{AgentClock, ClockConfig};
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
 use crate::probes::tx::{ProbeError, TxProbe, TxProbeConfig, TxRecord};
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
-use crate::timebase::SystemTai;
+use crate::wakeup::Wakeup;
+
+/// How often BPF counters (losses) are read.
+const COUNTER_PERIOD: Duration = Duration::from_millis(100);
 
 /// Which network namespaces to trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +61,8 @@ pub struct AgentConfig {
     pub wakeup_bytes: u64,
     /// Kernel BTF to check for BPF TX timestamping.
     pub btf: PathBuf,
+    /// The global clock.
+    pub clock: ClockConfig,
 }
 
 /// Why the agent stopped with an error.
@@ -68,9 +74,14 @@ pub enum AgentError {
     /// The probe could not be set up.
     #[error(transparent)]
     Probe(#[from] ProbeError),
-    /// Reading the clocks failed.
-    #[error("reading the system clocks: {0}")]
-    Clock(#[from] clocksync::bracket::ClockError),
+    /// The clock source could not be opened.
+    #[error("setting up the clock ({what}): {source}")]
+    Clock {
+        /// The --clock choice.
+        what: String,
+        /// Why.
+        source: clocksync::ClockError,
+    },
     /// Socket or file I/O.
     #[error("{what}: {source}")]
     Io {
@@ -102,7 +113,10 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     let transport = UdpTransport::connect(cfg.sink, cfg.max_payload)
         .map_err(io(format!("opening a UDP socket to the sink {}", cfg.sink)))?;
     let max_payload = transport.max_payload();
-    let mut clock = SystemTai::new()?;
+    let mut clock = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
+        what: format!("{:?}", cfg.clock.choice),
+        source,
+    })?;
 
     let mut object = MaybeUninit::uninit();
     let mut probe = TxProbe::load(
@@ -130,7 +144,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         max_payload,
         cfg.flush_after,
     ));
-    let clock_cell = RefCell::new(clock.clone());
+    let clock_cell = RefCell::new(clock.converter());
     let mut rb = RingBufferBuilder::new();
     rb.add(probe.events_map(), |data: &[u8]| {
         let mut p = pipeline.borrow_mut();
@@ -151,7 +165,6 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     .map_err(ProbeError::Load)?;
     let rb = rb.build().map_err(ProbeError::Load)?;
 
-    let mut last_refresh = Instant::now();
     let mut last_stats = Instant::now();
     let update_counters = |probe: &TxProbe, p: &mut Pipeline<UdpTransport>| {
         match probe.counters() {
@@ -170,28 +183,37 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     };
     {
         let mut p = pipeline.borrow_mut();
-        p.set_clock(clock.source(), clock.state());
+        p.set_clock(clock.source(), clock_cell.borrow().state);
     }
 
+    let wakeup =
+        Wakeup::new(probe.events_fd()).map_err(io("setting up epoll on the BPF ring buffer"))?;
+    let mut last_counters = Instant::now();
+    let mut last_state = clock_cell.borrow().state;
     while !stop.load(Ordering::Relaxed) {
-        // Records are submitted without wakeups, so poll only bounds the
-        // wait; consume drains whatever is queued.
-        if let Err(e) = rb.poll(cfg.poll_interval) {
-            if e.kind() != libbpf_rs::ErrorKind::Interrupted {
-                tracing::warn!(error = %e, "ring buffer poll");
-            }
+        wakeup.wait(cfg.poll_interval);
+        if let Err(e) = rb.consume() {
+            tracing::warn!(error = %e, "consuming the ring buffer");
         }
-        let _ = rb.consume();
         let now = Instant::now();
-        if now.duration_since(last_refresh) >= Duration::from_secs(1) {
-            match clock.refresh() {
-                Ok(()) => *clock_cell.borrow_mut() = clock.clone(),
-                Err(e) => tracing::warn!(error = %e, "refreshing the clock mapping"),
-            }
-            last_refresh = now;
-        }
         let mut p = pipeline.borrow_mut();
-        update_counters(&probe, &mut p);
+        // Events drained above used the previous snapshot; clock events
+        // carry their own stamps, so order within a datagram is harmless.
+        for ev in clock.drain_events() {
+            p.push_clock(&ev);
+        }
+        let conv = clock.converter();
+        if conv.state != last_state {
+            tracing::info!(state = %conv.state.name(), source = %clock.source().name(), "clock state changed");
+            last_state = conv.state;
+        }
+        p.set_clock(clock.source(), conv.state);
+        *clock_cell.borrow_mut() = conv;
+        // Counters cost two syscalls; losses need not be reported faster.
+        if now.duration_since(last_counters) >= COUNTER_PERIOD {
+            update_counters(&probe, &mut p);
+            last_counters = now;
+        }
         p.tick(now);
         if let Some(iv) = cfg.stats_interval {
             if now.duration_since(last_stats) >= iv {

@@ -10,6 +10,8 @@ use crate::probes::tx::TxCounters;
 pub struct AgentStats {
     /// Events read from the ring buffer, by stage (SENDMSG..ACK).
     pub events_by_stage: [u64; 5],
+    /// Clock updates sent.
+    pub clock_events: u64,
     /// Ring-buffer records the agent could not decode.
     pub bad_records: u64,
     /// BPF-side counters.
@@ -44,6 +46,7 @@ impl AgentStats {
                 self.events_by_stage[st as usize]
             ));
         }
+        s.push_str(&format!("  clock       {:>12}\n", self.clock_events));
         s.push_str(&format!(
             "  total       {:>12}\nlosses:\n  bpf ringbuf {:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
             self.events(),

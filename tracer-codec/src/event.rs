@@ -12,6 +12,8 @@ use crate::error::DecodeError;
 pub enum EventKind {
     /// A BPF TX timestamping callback ([`TxEvent`]).
     Tx,
+    /// A clock update of the agent's global clock ([`ClockEvent`]).
+    Clock,
     /// Any kind this build does not know.
     Unknown(u16),
 }
@@ -19,11 +21,14 @@ pub enum EventKind {
 impl EventKind {
     /// Kind number of [`TxEvent`] records.
     pub const TX: u16 = 1;
+    /// Kind number of [`ClockEvent`] records.
+    pub const CLOCK: u16 = 2;
 
     /// Kind from its wire number.
     pub fn from_u16(v: u16) -> Self {
         match v {
             Self::TX => EventKind::Tx,
+            Self::CLOCK => EventKind::Clock,
             other => EventKind::Unknown(other),
         }
     }
@@ -32,6 +37,7 @@ impl EventKind {
     pub fn as_u16(self) -> u16 {
         match self {
             EventKind::Tx => Self::TX,
+            EventKind::Clock => Self::CLOCK,
             EventKind::Unknown(v) => v,
         }
     }
@@ -333,11 +339,95 @@ impl Default for TxEvent {
     }
 }
 
+/// One update of an agent's global clock: the raw sample and what the
+/// servo made of it, so a reader can judge (and post-correct) each host's
+/// time. Field order is the wire layout; append only.
+#[derive(Debug, Clone, Copy, PartialEq, Encode, Decode)]
+pub struct ClockEvent {
+    /// Monotonic instant of the sample (raw kernel clock), ns.
+    pub mono_ns: u64,
+    /// The global clock at `mono_ns`, after this update, ns (TAI).
+    pub global_ns: u64,
+    /// The reference clock's reading at `mono_ns` (raw sample), ns.
+    pub ref_ns: u64,
+    /// `global - reference` at `mono_ns`, before this update, ns.
+    pub offset_ns: i64,
+    /// Frequency correction in force after this update, ppb.
+    pub freq_ppb: f64,
+    /// Sample delay: read delay of the reference, or the exchange's
+    /// round-trip path delay, ns.
+    pub delay_ns: u64,
+    /// Uncertainty of the sample (half its bracket), ns.
+    pub uncertainty_ns: u64,
+    /// The clock's error estimate after this update, ns.
+    pub error_estimate_ns: u64,
+    /// [`ClockSource`] as its wire value.
+    pub source: u8,
+    /// [`ClockState`] (servo state) after this update, as its wire value.
+    pub state: u8,
+}
+
+impl ClockEvent {
+    /// Encoded size of the version-1 body.
+    pub const BODY_LEN: usize = 66;
+
+    /// Decode a body; trailing bytes of a newer version are ignored.
+    pub fn decode_body(body: &[u8]) -> Result<Self, DecodeError> {
+        if body.len() < Self::BODY_LEN {
+            return Err(DecodeError::BodyTooShort {
+                kind: EventKind::CLOCK,
+                len: body.len(),
+                need: Self::BODY_LEN,
+            });
+        }
+        let (ev, _): (ClockEvent, usize) =
+            bincode::decode_from_slice(&body[..Self::BODY_LEN], crate::bincode_config())?;
+        if ClockSource::from_u8(ev.source).is_none() {
+            return Err(DecodeError::BadField {
+                kind: EventKind::CLOCK,
+                field: "source",
+            });
+        }
+        if ClockState::from_u8(ev.state).is_none() {
+            return Err(DecodeError::BadField {
+                kind: EventKind::CLOCK,
+                field: "state",
+            });
+        }
+        Ok(ev)
+    }
+
+    /// Append the encoded body to `out`.
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + Self::BODY_LEN, 0);
+        // A fixed-size struct into a buffer of exactly its size cannot fail.
+        let n = bincode::encode_into_slice(self, &mut out[start..], crate::bincode_config())
+            .expect("ClockEvent encodes into BODY_LEN bytes");
+        debug_assert_eq!(n, Self::BODY_LEN);
+    }
+
+    /// One-line summary, phc2sys style.
+    pub fn summary(&self) -> String {
+        format!(
+            "CLOCK {} {} offset {} ns freq {:+.1} ppb delay {} ns err {} ns",
+            ClockSource::from_u8(self.source).map_or("?", ClockSource::name),
+            ClockState::from_u8(self.state).map_or("?", ClockState::name),
+            self.offset_ns,
+            self.freq_ppb,
+            self.delay_ns,
+            self.error_estimate_ns
+        )
+    }
+}
+
 /// A decoded event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A TX timestamping callback.
     Tx(TxEvent),
+    /// A clock update.
+    Clock(ClockEvent),
     /// A kind this build does not know; kept as its raw body length.
     Unknown {
         /// Wire kind number.
@@ -352,6 +442,7 @@ impl Event {
     pub fn kind(&self) -> EventKind {
         match self {
             Event::Tx(_) => EventKind::Tx,
+            Event::Clock(_) => EventKind::Clock,
             Event::Unknown { kind, .. } => EventKind::Unknown(*kind),
         }
     }
@@ -360,6 +451,7 @@ impl Event {
     pub fn global_ns(&self) -> Option<u64> {
         match self {
             Event::Tx(e) => Some(e.global_ns),
+            Event::Clock(e) => Some(e.global_ns),
             Event::Unknown { .. } => None,
         }
     }
@@ -368,6 +460,7 @@ impl Event {
     pub fn summary(&self) -> String {
         match self {
             Event::Tx(e) => e.summary(),
+            Event::Clock(e) => e.summary(),
             Event::Unknown { kind, len } => format!("unknown event kind {kind} ({len} bytes)"),
         }
     }
@@ -412,6 +505,31 @@ mod tests {
         assert_eq!(&b[58..60], &0x1234u16.to_le_bytes());
         assert_eq!(&b[60..62], &0x5678u16.to_le_bytes());
         assert_eq!(&b[94..100], b"iperf3");
+    }
+
+    #[test]
+    fn clock_body_layout_and_round_trip() {
+        let ev = ClockEvent {
+            mono_ns: 1,
+            global_ns: 2,
+            ref_ns: 3,
+            offset_ns: -4,
+            freq_ppb: 12.5,
+            delay_ns: 6,
+            uncertainty_ns: 7,
+            error_estimate_ns: 8,
+            source: 2,
+            state: 3,
+        };
+        let mut b = Vec::new();
+        ev.encode_body(&mut b);
+        assert_eq!(b.len(), ClockEvent::BODY_LEN);
+        assert_eq!(&b[24..32], &(-4i64).to_le_bytes());
+        assert_eq!(&b[32..40], &12.5f64.to_le_bytes());
+        assert_eq!((b[64], b[65]), (2, 3));
+        assert_eq!(ClockEvent::decode_body(&b).unwrap(), ev);
+        b[65] = 9;
+        assert!(ClockEvent::decode_body(&b).is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod wire;
 
 pub use capture::{CaptureRecord, CAPTURE_VERSION};
 pub use error::DecodeError;
-pub use event::{ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
+pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
 pub use wire::{
     Datagram, DatagramBuilder, DatagramHeader, RawRecord, HEADER_FIXED_LEN, MAGIC,
     MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN, RECORD_HEADER_LEN, WIRE_VERSION,

@@ -12,7 +12,7 @@
 //! header fields; `len` lets a decoder skip kinds it does not know.
 
 use crate::error::DecodeError;
-use crate::event::{Event, EventKind, TxEvent};
+use crate::event::{ClockEvent, Event, EventKind, TxEvent};
 
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"NTRC";
@@ -158,6 +158,7 @@ impl RawRecord<'_> {
     pub fn decode(&self) -> Result<Event, DecodeError> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(Event::Tx),
+            EventKind::Clock => ClockEvent::decode_body(self.body).map(Event::Clock),
             EventKind::Unknown(kind) => Ok(Event::Unknown {
                 kind,
                 len: self.body.len(),
@@ -283,6 +284,13 @@ impl DatagramBuilder {
         ev.encode_body(&mut self.buf);
         self.count += 1;
         true
+    }
+
+    /// Append a clock event; `false` (and nothing appended) when it does not fit.
+    pub fn push_clock(&mut self, ev: &ClockEvent) -> bool {
+        let mut body = Vec::with_capacity(ClockEvent::BODY_LEN);
+        ev.encode_body(&mut body);
+        self.push_raw(EventKind::CLOCK, &body)
     }
 
     /// Append an already-encoded body of any kind; `false` when it does not fit.

@@ -27,6 +27,7 @@ pub mod reorder;
 pub mod socket;
 pub mod stats;
 mod summary;
+pub mod timesync;
 mod writer;
 
 use std::future::Future;

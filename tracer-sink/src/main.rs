@@ -78,13 +78,31 @@ struct Cli {
     /// (full disk, unwritable directory).
     #[arg(long, value_name = "SECS", default_value_t = 5)]
     retry_interval: u64,
+
+    /// The sink's own clock, which agents started with `--clock sink` follow
+    /// through a kernel-stamped two-way exchange: `system` (CLOCK_TAI),
+    /// `phc:/dev/ptpN` or `iface:NAME` (a PTP hardware clock).
+    #[arg(long, default_value = "system", value_name = "CLOCK")]
+    clock: String,
+
+    /// Address of the clock responder (UDP). Default: the --listen address
+    /// with the port + 1.
+    #[arg(long, value_name = "ADDR")]
+    clock_listen: Option<SocketAddr>,
+
+    /// Seconds between updates of the sink's clock.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    clock_interval: f64,
+
+    /// Do not answer clock exchanges (agents then cannot use --clock sink).
+    #[arg(long)]
+    no_clock_responder: bool,
 }
 
 fn main() -> std::process::ExitCode {
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -159,6 +177,30 @@ async fn serve(cli: Cli) -> Result<()> {
         }
     };
     tracing::info!(listen = %cli.listen, output = %cli.output.display(), rcvbuf = actual, "tracer-sink started");
+    let _clock = if cli.no_clock_responder {
+        None
+    } else {
+        if !(cli.clock_interval > 0.0 && cli.clock_interval.is_finite()) {
+            anyhow::bail!("--clock-interval must be a positive number of seconds");
+        }
+        let listen = match cli.clock_listen {
+            Some(a) => a,
+            None => SocketAddr::new(
+                cli.listen.ip(),
+                cli.listen.port().checked_add(1).context(
+                    "--listen uses port 65535: pass --clock-listen or --no-clock-responder",
+                )?,
+            ),
+        };
+        Some(
+            tracer_sink::timesync::ClockService::start(
+                &cli.clock,
+                listen,
+                Duration::from_secs_f64(cli.clock_interval),
+            )
+            .context("starting the clock responder (--no-clock-responder disables it)")?,
+        )
+    };
 
     let json = cli.json;
     let print = move |s: &SinkStats| {

@@ -135,6 +135,7 @@ async fn three_agents_round_trip() {
                 assert_eq!(ts, want.global_ns);
                 assert_eq!(epb_comment(e), Some(want.summary()));
             }
+            Event::Clock(c) => panic!("no clock event was sent: {c:?}"),
             Event::Unknown { kind, len } => {
                 unknown_seen += 1;
                 assert_eq!((kind, len), (99, 33));

@@ -144,6 +144,11 @@ impl<'obj> TxProbe<'obj> {
         &self.skel.maps.events
     }
 
+    /// The ring-buffer map fd (for epoll).
+    pub fn events_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.skel.maps.events.as_fd()
+    }
+
     /// Program fd (for bpf_stats).
     pub fn prog_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.skel.progs.tx_tstamp.as_fd()

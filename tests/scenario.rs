@@ -1,0 +1,160 @@
+//! Traced runs between two namespaces: a sink in one, an agent in the
+//! other, real TCP traffic, and the resulting files read back.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use crate::bins::bin;
+use crate::netns::{in_netns, NetnsPair};
+use crate::pcap::read_dir;
+use crate::procs::Proc;
+
+pub const SINK_PORT: u16 = 7420;
+
+pub fn tai_now_ns() -> u64 {
+    clocksync::bracket::now_ns(clocksync::ClockId::Tai).unwrap()
+}
+
+/// Send `chunks` writes of `size` bytes from namespace a to b and return the
+/// client's (local, peer) addresses.
+pub fn tcp_flow(
+    pair: &NetnsPair,
+    port: u16,
+    chunks: usize,
+    size: usize,
+) -> (SocketAddr, SocketAddr) {
+    let addr = SocketAddr::from((pair.addr_b, port));
+    let server = in_netns(NetnsPair::path(&pair.b), "e2e-server", move || {
+        TcpListener::bind(addr).unwrap()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+        total
+    });
+    let client = in_netns(NetnsPair::path(&pair.a), "e2e-sender", move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        let data = vec![0x5au8; size];
+        for _ in 0..chunks {
+            c.write_all(&data).unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let ends = (c.local_addr().unwrap(), c.peer_addr().unwrap());
+        // Let the last ACKs arrive before closing.
+        std::thread::sleep(Duration::from_millis(100));
+        ends
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    assert_eq!(reader.join().unwrap(), chunks * size);
+    client
+}
+
+/// A TCP flow in this (root) namespace that the agent must not report.
+pub fn noise_flow() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut b = Vec::new();
+        s.read_to_end(&mut b).unwrap();
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    for _ in 0..50 {
+        c.write_all(&[1u8; 4096]).unwrap();
+    }
+    drop(c);
+    t.join().unwrap();
+    port
+}
+
+/// What one traced run left behind.
+pub struct Outcome {
+    pub trace: crate::pcap::Trace,
+    pub agent_final: serde_json::Value,
+    pub sink_final: serde_json::Value,
+    pub netns_a: u32,
+}
+
+/// Sink in b, agent (with `agent_args`) in a, then `traffic`, then SIGINT
+/// the agent and SIGTERM the sink; both must exit 0.
+pub fn traced_run<T>(
+    pair: &NetnsPair,
+    agent_args: &[&str],
+    traffic: impl FnOnce() -> T,
+) -> (Outcome, T) {
+    traced_run_with(pair, agent_args, &[], None, traffic)
+}
+
+/// [`traced_run`] with sink arguments, and optionally a stderr line of the
+/// agent to wait for before the traffic starts.
+pub fn traced_run_with<T>(
+    pair: &NetnsPair,
+    agent_args: &[&str],
+    sink_args: &[&str],
+    wait_for: Option<&str>,
+    traffic: impl FnOnce() -> T,
+) -> (Outcome, T) {
+    let out = tempfile::tempdir().unwrap();
+    let mut sink_cmd = NetnsPair::exec(&pair.b, &bin("tracer-sink"));
+    sink_cmd
+        .args(["--listen", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .arg("--output")
+        .arg(out.path())
+        .arg("--json")
+        .args(sink_args);
+    let mut sink = Proc::spawn("tracer-sink", sink_cmd);
+    let mut agent_cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
+    agent_cmd
+        .args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .args(["--probes", "tx", "--hostname", "sender", "--json"])
+        .args(agent_args);
+    let mut agent = Proc::spawn("tracer-agent", agent_cmd);
+    agent.wait_stderr("tx probe attached", Duration::from_secs(30));
+    if let Some(line) = wait_for {
+        agent.wait_stderr(line, Duration::from_secs(30));
+    }
+
+    let result = traffic();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (st, stdout) = agent.stop(libc::SIGINT, Duration::from_secs(20));
+    assert!(st.success(), "agent exit {st}: {}", agent.stderr.join("\n"));
+    let agent_final: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("agent final stats")).unwrap();
+    assert_eq!(agent_final["final"], true);
+    // Let the last datagram land before the sink drains and closes.
+    std::thread::sleep(Duration::from_millis(200));
+    let (st, stdout) = sink.stop(libc::SIGTERM, Duration::from_secs(20));
+    assert!(st.success(), "sink exit {st}: {}", sink.stderr.join("\n"));
+    let sink_final: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("sink final stats")).unwrap();
+    let netns_a = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(NetnsPair::path(&pair.a)).unwrap().ino() as u32
+    };
+    let trace = read_dir(out.path());
+    assert!(!trace.files.is_empty(), "no pcapng written");
+    (
+        Outcome {
+            trace,
+            agent_final,
+            sink_final,
+            netns_a,
+        },
+        result,
+    )
+}

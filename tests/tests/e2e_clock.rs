@@ -1,0 +1,128 @@
+//! The global clock end to end: agent and sink in two namespaces of one
+//! kernel, so the true offset between their clocks is exactly 0. The agent
+//! pretends its realtime/TAI clock is off by 3 ms + 50 ppm. With
+//! `--clock sink` the kernel-stamped exchange must remove that error from
+//! every event; with `--clock system` the events must show it.
+
+use clocksync::{measure_offset, ClockId};
+use tracer_codec::{ClockState, Event};
+use tracer_e2e::netns::{is_root, NetnsPair};
+use tracer_e2e::scenario as e2e_tx;
+
+const INJECT: [&str; 4] = [
+    "--inject-clock-offset-ns",
+    "3000000",
+    "--inject-clock-drift-ppm",
+    "50",
+];
+
+/// Truth for a raw monotonic stamp: the same instant read on this kernel's
+/// CLOCK_TAI (both namespaces share it).
+fn tai_minus_mono_ns() -> i64 {
+    measure_offset(ClockId::Monotonic, ClockId::Tai, 64)
+        .unwrap()
+        .offset_ns()
+}
+
+/// |global - truth| of every TX event sent while the agent's clock was locked.
+fn errors_after_lock(o: &e2e_tx::Outcome) -> Vec<i64> {
+    let off = tai_minus_mono_ns();
+    let locked = [ClockState::Locked as u8, ClockState::LockedStable as u8];
+    o.trace
+        .frames
+        .iter()
+        .filter(|f| locked.contains(&f.clock_state))
+        .filter_map(|f| match &f.event {
+            Event::Tx(e) => Some(e.global_ns as i64 - (e.mono_ns as i64 + off)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn report(name: &str, errs: &[i64]) -> Vec<i64> {
+    let mut abs: Vec<i64> = errs.iter().map(|e| e.abs()).collect();
+    abs.sort_unstable();
+    println!(
+        "{name}: {} events after lock, |error| p50 {} ns, p99 {} ns, max {} ns",
+        abs.len(),
+        percentile(&abs, 0.5),
+        percentile(&abs, 0.99),
+        abs[abs.len() - 1]
+    );
+    abs
+}
+
+fn clock_events(o: &e2e_tx::Outcome) -> Vec<tracer_codec::ClockEvent> {
+    o.trace
+        .frames
+        .iter()
+        .filter_map(|f| match &f.event {
+            Event::Clock(c) => Some(*c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn clock_sink_removes_an_injected_clock_error() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for namespaces and BPF");
+        return;
+    }
+    let pair = NetnsPair::create("ntrclk", 233).expect("creating namespaces");
+    let mut args = vec!["--clock", "sink", "--clock-interval", "0.2"];
+    args.extend(INJECT);
+    let (o, _) = e2e_tx::traced_run_with(
+        &pair,
+        &args,
+        &["--clock-interval", "0.2"],
+        Some("state=LOCKED"),
+        || e2e_tx::tcp_flow(&pair, 5203, 300, 2000),
+    );
+    let clocks = clock_events(&o);
+    assert!(clocks.len() >= 3, "too few clock events: {}", clocks.len());
+    assert!(clocks.iter().all(|c| c.source == 2), "clock source is sink");
+    let errs = errors_after_lock(&o);
+    assert!(errs.len() > 100, "too few locked events: {}", errs.len());
+    let abs = report("--clock sink", &errs);
+    // Bound: the exchange's own error over veth (p99 < 0.5 µs measured by
+    // bench/clock-exchange.sh), plus the PI servo's tracking error of a 50 ppm
+    // drift sampled every 0.2 s (a frequency error of even 1 ppm left after
+    // lock is 200 ns per interval), plus margin for a loaded CI machine.
+    // Without the exchange the error would be >= 3 ms.
+    let bound_ns = 5_000;
+    assert!(
+        abs[abs.len() - 1] < bound_ns,
+        "--clock sink left an error of {} ns (> {bound_ns} ns)",
+        abs[abs.len() - 1]
+    );
+}
+
+#[test]
+fn clock_system_shows_the_injected_clock_error() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for namespaces and BPF");
+        return;
+    }
+    let pair = NetnsPair::create("ntrcls", 234).expect("creating namespaces");
+    let mut args = vec!["--clock", "system", "--clock-interval", "0.2"];
+    args.extend(INJECT);
+    let (o, _) = e2e_tx::traced_run_with(&pair, &args, &[], Some("state=LOCKED"), || {
+        e2e_tx::tcp_flow(&pair, 5204, 300, 2000)
+    });
+    assert!(clock_events(&o).iter().all(|c| c.source == 0));
+    let errs = errors_after_lock(&o);
+    assert!(errs.len() > 100, "too few locked events: {}", errs.len());
+    report("--clock system", &errs);
+    // 3 ms at start, + 50 µs per second the run lasts (well under 10 s).
+    for e in errs {
+        assert!(
+            (2_990_000..3_600_000).contains(&e),
+            "--clock system should be off by the injected 3 ms + 50 ppm, got {e} ns"
+        );
+    }
+}
