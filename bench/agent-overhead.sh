@@ -48,7 +48,7 @@ SINK=$!
 inns $B iperf3 -s -B $AB > /dev/null 2>&1 &
 sleep 0.5
 
-busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
+busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }  # user nice system irq softirq (no idle, iowait, steal)
 # utime+stime of a process, in jiffies (the sink stands in for a remote host:
 # its CPU is reported separately and subtracted).
 proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }

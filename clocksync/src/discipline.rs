@@ -197,10 +197,10 @@ impl<R: ReferenceClock + 'static> Discipline<R> {
             .spawn(move || {
                 while !shutdown.load(Ordering::Relaxed) {
                     on_report(self.tick());
-                    // Sleep in short slices so shutdown is prompt.
+                    // Sleep in slices so shutdown is prompt without waking often.
                     let mut left = interval;
                     while !left.is_zero() && !shutdown.load(Ordering::Relaxed) {
-                        let slice = left.min(Duration::from_millis(50));
+                        let slice = left.min(Duration::from_millis(250));
                         self.source.wait_ns(slice.as_nanos() as u64);
                         left -= slice;
                     }

@@ -83,12 +83,14 @@ struct Cli {
     max_datagram: Option<usize>,
 
     /// Longest time (ms) an event waits for its datagram to fill.
-    #[arg(long, default_value_t = 20, value_name = "MS")]
+    #[arg(long, default_value_t = 100, value_name = "MS")]
     flush_ms: u64,
 
     /// Ring-buffer drain period (ms). Records are queued without wakeups to
-    /// keep the traced path cheap; this bounds their delay.
-    #[arg(long, default_value_t = 10, value_name = "MS")]
+    /// keep the traced path cheap (the probe wakes the agent early only when
+    /// the ring fills past --wakeup-kib); this bounds their delay. Each
+    /// drain is a context switch on the traced host: keep it long.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
     poll_ms: u64,
 
     /// BPF ring-buffer size in KiB (power of two, at least the page size).
