@@ -12,6 +12,15 @@ capture.rs, event.rs). It decodes:
     UDP port set by the preference nettrace.udp_port (default 7420), or on
     any port through "Decode As... > UDP port > NETTRACE".
 
+Event kinds:
+  1  TX timestamp (110-byte body): one BPF TX timestamping callback, with
+     stage latencies computed across frames.
+  2  clock update (66-byte body): one update of an agent's global clock
+     (raw sample, offset, frequency, delay, error estimate, servo state),
+     fields nettrace.clock.*.
+  Other kinds are shown as undecoded bodies and skipped by their length;
+  bytes past a known layout are shown as fields of a newer version.
+
 Install:
   Wireshark: copy this file to your personal Lua plugins folder
              (~/.local/lib/wireshark/plugins/ on Linux; see
@@ -35,13 +44,15 @@ local CAPTURE_FIXED_LEN = 23 -- capture header bytes before the host name
 local MAX_HOSTNAME_LEN = 64
 local RECORD_HEADER_LEN = 4 -- kind u16 + len u16
 local KIND_TX = 1
+local KIND_CLOCK = 2
 local TX_BODY_LEN = 110 -- version-1 TxEvent body
+local CLOCK_BODY_LEN = 66 -- version-1 ClockEvent body
 local DEFAULT_UDP_PORT = 7420
 
 -- Stage numbers, as TxStage in tracer-codec/src/event.rs.
 local STAGE = { SENDMSG = 0, SCHED = 1, SND_SW = 2, SND_HW = 3, ACK = 4 }
 local STAGE_NAMES = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" }
-local KIND_NAMES = { [KIND_TX] = "TX" }
+local KIND_NAMES = { [KIND_TX] = "TX", [KIND_CLOCK] = "CLOCK" }
 local CLOCK_SOURCE_NAMES = { [0] = "system", [1] = "phc", [2] = "sink" }
 local CLOCK_STATE_NAMES = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" }
 local FAMILY_NAMES = { [4] = "IPv4", [6] = "IPv6" }
@@ -120,6 +131,21 @@ local F = {
     lat_ack = ProtoField.int64("nettrace.lat.ack_ns", "ACK - send (ns)"),
     lat_total = ProtoField.int64("nettrace.lat.total_ns", "Since SENDMSG (ns)"),
     lat_ref_frame = ProtoField.framenum("nettrace.lat.ref_frame", "Earlier stage in frame"),
+    -- clock update body (ClockEvent)
+    clock_mono_ns = ProtoField.uint64("nettrace.clock.mono_ns", "Monotonic ns of the sample"),
+    clock_global_ns = ProtoField.uint64("nettrace.clock.global_ns", "Global ns after the update"),
+    clock_global_time = ProtoField.absolute_time("nettrace.clock.global_time", "Global time after the update",
+        base.UTC),
+    clock_ref_ns = ProtoField.uint64("nettrace.clock.ref_ns", "Reference ns (raw sample)"),
+    clock_offset_ns = ProtoField.int64("nettrace.clock.offset_ns", "Offset ns (global - reference, before)"),
+    clock_freq_ppb = ProtoField.double("nettrace.clock.freq_ppb", "Frequency correction (ppb)"),
+    clock_delay_ns = ProtoField.uint64("nettrace.clock.delay_ns", "Sample delay ns"),
+    clock_uncertainty_ns = ProtoField.uint64("nettrace.clock.uncertainty_ns", "Sample uncertainty ns"),
+    clock_error_estimate_ns = ProtoField.uint64("nettrace.clock.error_estimate_ns", "Error estimate ns"),
+    clock_ev_source = ProtoField.uint8("nettrace.clock.source", "Source", base.DEC, CLOCK_SOURCE_NAMES),
+    clock_ev_state = ProtoField.uint8("nettrace.clock.state", "Servo state", base.DEC, CLOCK_STATE_NAMES),
+    -- generated: what a reader adds to mono_ns to get the reference time
+    clock_ref_minus_mono = ProtoField.int64("nettrace.clock.ref_minus_mono_ns", "ref_ns - mono_ns"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -143,6 +169,8 @@ local E = {
     body_too_short = malformed("body_too_short", "Body shorter than the version-1 layout"),
     bad_stage = malformed("bad_stage", "Unknown TX stage"),
     bad_family = malformed("bad_family", "Address family is neither 4 nor 6"),
+    bad_clock_source = malformed("bad_clock_source", "Unknown clock source"),
+    bad_clock_state = malformed("bad_clock_state", "Unknown clock servo state"),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
 }
@@ -374,6 +402,68 @@ local function dissect_tx(body, pinfo, tree, ctx)
     return summary
 end
 
+-- freq_ppb as the sink's summary prints it (Rust "{:+.1}").
+local function format_ppb(v)
+    if v ~= v then
+        return "NaN"
+    end
+    return string.format("%+.1f", v)
+end
+
+-- Decode a clock update body (at least CLOCK_BODY_LEN bytes). Returns the
+-- one-line summary, phc2sys style (the same text as the sink's pcapng
+-- comment, tracer-codec ClockEvent::summary).
+local function dissect_clock(body, tree)
+    local source = body(64, 1):uint()
+    local state = body(65, 1):uint()
+    local ok = true
+
+    tree:add_le(F.clock_mono_ns, body(0, 8))
+    tree:add_le(F.clock_global_ns, body(8, 8))
+    tree:add_packet_field(F.clock_global_time, body(8, 8), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    tree:add_le(F.clock_ref_ns, body(16, 8))
+    tree:add_le(F.clock_offset_ns, body(24, 8))
+    local freq = body(32, 8):le_float() -- 8 bytes: an IEEE 754 double
+    tree:add(F.clock_freq_ppb, body(32, 8), freq)
+    tree:add_le(F.clock_delay_ns, body(40, 8))
+    tree:add_le(F.clock_uncertainty_ns, body(48, 8))
+    tree:add_le(F.clock_error_estimate_ns, body(56, 8))
+    local source_item = tree:add(F.clock_ev_source, body(64, 1))
+    if CLOCK_SOURCE_NAMES[source] == nil then
+        source_item:add_proto_expert_info(E.bad_clock_source, "Unknown clock source " .. source)
+        ok = false
+    end
+    local state_item = tree:add(F.clock_ev_state, body(65, 1))
+    if CLOCK_STATE_NAMES[state] == nil then
+        state_item:add_proto_expert_info(E.bad_clock_state, "Unknown clock servo state " .. state)
+        ok = false
+    end
+    -- Exact 64-bit arithmetic (UInt64), never through doubles.
+    local mono, ref = body(0, 8):le_uint64(), body(16, 8):le_uint64()
+    tree:add(F.clock_ref_minus_mono, body(16, 8), signed_diff(ref, mono)):set_generated()
+
+    local summary = string.format("CLOCK %s %s offset %s ns freq %s ppb delay %s ns err %s ns",
+        CLOCK_SOURCE_NAMES[source] or ("source " .. source),
+        CLOCK_STATE_NAMES[state] or ("state " .. state),
+        tostring(body(24, 8):le_int64()), format_ppb(freq),
+        tostring(body(40, 8):le_uint64()), tostring(body(56, 8):le_uint64()))
+    if not ok then
+        return summary .. " [Malformed]"
+    end
+    return summary
+end
+
+-- Known kinds: name, version-1 body length, decoder (body tvb, pinfo,
+-- tree, ctx) -> summary.
+local KINDS = {
+    [KIND_TX] = { name = "TX", body_len = TX_BODY_LEN, dissect = dissect_tx },
+    [KIND_CLOCK] = {
+        name = "CLOCK",
+        body_len = CLOCK_BODY_LEN,
+        dissect = function(body, _, tree, _) return dissect_clock(body, tree) end,
+    },
+}
+
 -- Decode one record at `offset` of `tvb`, bounded by `limit` (end offset).
 -- Returns (next offset or nil when truncated, summary).
 local function dissect_record(tvb, offset, limit, pinfo, tree, ctx)
@@ -398,22 +488,23 @@ local function dissect_record(tvb, offset, limit, pinfo, tree, ctx)
     local next_offset = offset + RECORD_HEADER_LEN + len
     local body = len > 0 and tvb(offset + RECORD_HEADER_LEN, len) or nil
 
-    if kind ~= KIND_TX then
+    local k = KINDS[kind]
+    if k == nil then
         local text = string.format("unknown kind %d (%d bytes)", kind, len)
         local item = body and tree:add(F.unknown, body) or tree
         item:add_proto_expert_info(E.unknown_kind, text)
         return next_offset, text
     end
-    if len < TX_BODY_LEN then
+    if len < k.body_len then
         local item = body and tree:add(F.body, body) or tree
         item:add_proto_expert_info(E.body_too_short,
-            string.format("TX body has %d bytes, version 1 needs %d", len, TX_BODY_LEN))
-        return next_offset, "TX [body too short]"
+            string.format("%s body has %d bytes, version 1 needs %d", k.name, len, k.body_len))
+        return next_offset, k.name .. " [body too short]"
     end
     -- Decode via a sub-tvb of the v1 layout so every offset is body-relative.
-    local summary = dissect_tx(tvb(offset + RECORD_HEADER_LEN, TX_BODY_LEN):tvb(), pinfo, tree, ctx)
-    if len > TX_BODY_LEN then
-        tree:add(F.extra, tvb(offset + RECORD_HEADER_LEN + TX_BODY_LEN, len - TX_BODY_LEN))
+    local summary = k.dissect(tvb(offset + RECORD_HEADER_LEN, k.body_len):tvb(), pinfo, tree, ctx)
+    if len > k.body_len then
+        tree:add(F.extra, tvb(offset + RECORD_HEADER_LEN + k.body_len, len - k.body_len))
     end
     return next_offset, summary
 end

@@ -31,6 +31,7 @@ fn capture_fields() -> Vec<&'static str> {
         CAPTURE_FIELDS,
         TX_FIELDS,
         LAT_FIELDS,
+        CLOCK_FIELDS,
     ])
 }
 
@@ -65,7 +66,24 @@ fn check_frames(rows: &[Row], sent: &[Sent], check_frame_time: bool) {
         assert!(matched.insert(key.clone()), "event {key:?} written twice");
         check_capture_frame(row, s, &mut model);
         assert_eq!(row.one("_ws.col.Protocol"), "NETTRACE");
-        if let Some(ev) = s.record.tx() {
+        if check_frame_time {
+            // docs/wire-format.md: each EPB carries the event's global time
+            // (clock updates included).
+            if let Some(ns) = s
+                .record
+                .tx()
+                .map(|e| e.global_ns)
+                .or(s.record.clock().map(|e| e.global_ns))
+            {
+                let want = format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+                assert_eq!(row.one("frame.time_epoch"), want, "frame time");
+            }
+        }
+        if let Some(ev) = s.record.clock() {
+            // phc2sys style, the very text of the codec's summary (which the
+            // sink writes as the frame comment).
+            assert_eq!(row.one("_ws.col.Info"), ev.summary(), "clock info");
+        } else if let Some(ev) = s.record.tx() {
             let info = row.one("_ws.col.Info");
             let stage = ["SENDMSG", "SCHED", "SND_SW", "SND_HW", "ACK"][ev.stage as usize];
             assert!(info.starts_with(stage), "info {info:?}");
@@ -73,15 +91,6 @@ fn check_frames(rows: &[Row], sent: &[Sent], check_frame_time: bool) {
                 info.contains(&format!("tskey={}", ev.tskey)),
                 "info {info:?}"
             );
-            if check_frame_time {
-                // docs/wire-format.md: each EPB carries the event's global time.
-                let want = format!(
-                    "{}.{:09}",
-                    ev.global_ns / 1_000_000_000,
-                    ev.global_ns % 1_000_000_000
-                );
-                assert_eq!(row.one("frame.time_epoch"), want, "frame time");
-            }
         } else {
             assert!(row
                 .one("_ws.col.Info")
@@ -151,6 +160,92 @@ fn golden_direct_pcapng() {
         tshark.fields(&file, &["frame.number"], &q).unwrap().len(),
         3
     );
+
+    // Clock filters of the README, on the golden clock updates: c1 = B 0,
+    // c2 = A 107, c3 = A 112, c4 = B 5, c5 = B 9 (file order c1 c2 c3 c4 c5).
+    let seqs = |filter: &str| -> Vec<String> {
+        let q = Query::default().filter(filter);
+        let rows = tshark
+            .fields(&file, &["nettrace.event_seq"], &q)
+            .unwrap_or_else(|e| panic!("{filter}: {e}"));
+        rows.iter()
+            .map(|r| r.one("nettrace.event_seq").to_owned())
+            .collect()
+    };
+    assert_eq!(
+        seqs("nettrace.kind == CLOCK"),
+        ["0", "107", "112", "5", "9"]
+    );
+    assert_eq!(
+        seqs("nettrace.clock.state < 2 || abs(nettrace.clock.offset_ns) > 1000"),
+        ["107", "112", "5", "9"]
+    );
+    assert_eq!(
+        seqs("nettrace.clock.source == phc && nettrace.clock.error_estimate_ns > 1000000"),
+        ["107", "112"]
+    );
+    assert_eq!(seqs("abs(nettrace.clock.freq_ppb) > 10"), ["112", "9"]);
+    assert_eq!(seqs("nettrace.clock.ref_minus_mono_ns < 0"), ["107"]);
+    assert_eq!(
+        seqs("nettrace.clock.state == LOCKED && nettrace.clock.offset_ns < 0"),
+        ["0"]
+    );
+    // The capture header's clock_state is a different field from the
+    // event's clock.state: A's header says LOCKED_STABLE, B's LOCKED.
+    assert_eq!(
+        seqs("nettrace.clock.state != LOCKED_STABLE && nettrace.clock_state == LOCKED_STABLE"),
+        ["107", "112"]
+    );
+}
+
+/// Every display filter example of wireshark/README.md parses in this
+/// tshark and runs cleanly on the golden file (a filter tshark cannot
+/// parse makes it exit non-zero).
+#[test]
+fn readme_filters_parse() {
+    let Some(tshark) = Tshark::or_skip("readme_filters_parse") else {
+        return;
+    };
+    let readme = std::fs::read_to_string(
+        tracer_e2e::bins::repo_root()
+            .join("wireshark")
+            .join("README.md"),
+    )
+    .unwrap();
+    let section = readme
+        .split("## Display filter examples")
+        .nth(1)
+        .expect("filter section");
+    let block = section.split("```").nth(1).expect("filter code block");
+    let filters: Vec<&str> = block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(filters.len() >= 10, "filters: {filters:?}");
+    assert!(
+        filters.iter().any(|f| f.contains("nettrace.clock.")),
+        "a clock filter example: {filters:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("golden.pcapng");
+    let frames: Vec<Frame> = all_sent()
+        .iter()
+        .map(|s| Frame {
+            interface: 0,
+            time_ns: s.time_ns,
+            data: capture_payload(s),
+        })
+        .collect();
+    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    for f in filters {
+        // `_ws.expert.severity == error` only matches bad frames: none here.
+        let q = Query::default().filter(f);
+        tshark
+            .fields(&file, &["frame.number"], &q)
+            .unwrap_or_else(|e| panic!("README filter {f:?}: {e}"));
+    }
 }
 
 /// A running `tracer-sink`, killed if the test panics.
@@ -297,4 +392,18 @@ fn golden_through_sink() {
     assert_eq!(files.len(), 1, "one trace file in {out:?}: {files:?}");
     let rows = decode_twice(&tshark, &files[0]);
     check_frames(&rows, &sent, true);
+
+    // The sink's frame comment of a clock update is the codec's summary,
+    // and the dissector's Info column says the same.
+    let q = Query::default().filter("nettrace.kind == CLOCK");
+    let clocks = tshark
+        .fields(&files[0], &["frame.comment", "_ws.col.Info"], &q)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        clocks.len(),
+        sent.iter().filter(|s| s.record.clock().is_some()).count()
+    );
+    for r in &clocks {
+        assert_eq!(r.one("frame.comment"), r.one("_ws.col.Info"));
+    }
 }

@@ -151,6 +151,7 @@ fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
     let mut unknown = Vec::new();
     let mut lat: [Vec<String>; 5] = Default::default();
     let mut tx_index = 0;
+    let mut clock_index = 0;
     let (mut v4_index, mut v6_index) = (0, 0);
     for s in &d.events {
         match &s.record {
@@ -173,8 +174,25 @@ fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
                     list.extend(v.map(|v| v.to_string()));
                 }
             }
+            Record::Clock { ev, extra } => {
+                let what = format!("{what} event {}", s.event_seq);
+                check_clock(row, clock_index, ev, &what);
+                clock_index += 1;
+                if !extra.is_empty() {
+                    extras.push(hex(extra));
+                }
+                // Each record's summary is in the Info column, phc2sys style.
+                assert!(info.contains(&ev.summary()), "{what}: info {info:?}");
+            }
             Record::Unknown { body, .. } => unknown.push(hex(body)),
         }
+    }
+    for f in CLOCK_FIELDS {
+        assert_eq!(
+            row.all(f).len(),
+            clock_index,
+            "{what}: {f} once per clock update"
+        );
     }
     assert_eq!(
         row.all("nettrace.stage").len(),
@@ -189,7 +207,7 @@ fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
 }
 
 fn decode(tshark: &Tshark, file: &Path, query: &Query) -> Vec<Row> {
-    let fields = field_list(&[DGRAM_FIELDS, TX_FIELDS, LAT_FIELDS]);
+    let fields = field_list(&[DGRAM_FIELDS, TX_FIELDS, LAT_FIELDS, CLOCK_FIELDS]);
     tshark
         .fields(file, &fields, query)
         .unwrap_or_else(|e| panic!("{e}"))

@@ -18,7 +18,7 @@ use pcap_file::pcapng::blocks::interface_description::{
 };
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
-use tracer_codec::{DatagramBuilder, DatagramHeader, Flow, TxEvent, WIRE_VERSION};
+use tracer_codec::{ClockEvent, DatagramBuilder, DatagramHeader, Flow, TxEvent, WIRE_VERSION};
 use tracer_e2e::tshark::Row;
 
 /// A global time above 2^53 ns: doubles could not hold these stamps (or
@@ -65,11 +65,22 @@ pub const AGENT_B: Agent = Agent {
     clock_state: 2,
 };
 
+/// Clock sources and servo states as on the wire.
+pub const SRC_SYSTEM: u8 = 0;
+pub const SRC_PHC: u8 = 1;
+pub const SRC_SINK: u8 = 2;
+pub const UNLOCKED: u8 = 0;
+pub const JUMP: u8 = 1;
+pub const LOCKED: u8 = 2;
+pub const LOCKED_STABLE: u8 = 3;
+
 /// The record one event travels in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     /// A TX event, with bytes a newer version appended to its body.
     Tx { ev: TxEvent, extra: Vec<u8> },
+    /// A clock update, with bytes a newer version appended to its body.
+    Clock { ev: ClockEvent, extra: Vec<u8> },
     /// A kind this version does not know.
     Unknown { kind: u16, body: Vec<u8> },
 }
@@ -94,6 +105,12 @@ impl Record {
                 body.extend_from_slice(extra);
                 (tracer_codec::EventKind::TX, body)
             }
+            Record::Clock { ev, extra } => {
+                let mut body = Vec::new();
+                ev.encode_body(&mut body);
+                body.extend_from_slice(extra);
+                (tracer_codec::EventKind::CLOCK, body)
+            }
             Record::Unknown { kind, body } => (*kind, body.clone()),
         }
     }
@@ -102,7 +119,15 @@ impl Record {
     pub fn tx(&self) -> Option<&TxEvent> {
         match self {
             Record::Tx { ev, .. } => Some(ev),
-            Record::Unknown { .. } => None,
+            _ => None,
+        }
+    }
+
+    /// The clock update, if this is one.
+    pub fn clock(&self) -> Option<&ClockEvent> {
+        match self {
+            Record::Clock { ev, .. } => Some(ev),
+            _ => None,
         }
     }
 }
@@ -177,13 +202,48 @@ fn flow(saddr: &str, sport: u16, daddr: &str, dport: u16) -> Flow {
     }
 }
 
+/// A clock update. Every u64 and the offset can be above 2^53 (doubles
+/// would round them), freq_ppb is a double with at most 15 significant
+/// digits (tshark prints doubles with 15).
+#[allow(clippy::too_many_arguments)]
+pub fn clock_event(
+    source: u8,
+    state: u8,
+    mono_ns: u64,
+    global_ns: u64,
+    ref_ns: u64,
+    offset_ns: i64,
+    freq_ppb: f64,
+    delay_ns: u64,
+    uncertainty_ns: u64,
+    error_estimate_ns: u64,
+) -> ClockEvent {
+    ClockEvent {
+        mono_ns,
+        global_ns,
+        ref_ns,
+        offset_ns,
+        freq_ppb,
+        delay_ns,
+        uncertainty_ns,
+        error_estimate_ns,
+        source,
+        state,
+    }
+}
+
 /// The golden event set, grouped into datagrams: per agent, consecutive
 /// event sequence numbers. Covers all five stages, IPv4 and IPv6, several
 /// cookies and tskeys, the same (cookie, tskey) on two agents (latencies
 /// must be keyed by agent too), an ACK without SND_SW, a stage without a
-/// SENDMSG, an unknown kind and a body with extra trailing bytes. Global
-/// times increase through the whole list, so file order is send order
-/// whatever ordering the sink applies.
+/// SENDMSG, an unknown kind and a body with extra trailing bytes. Clock
+/// updates (kind 2) sit between TX events in the last three datagrams: all
+/// three sources and four servo states, negative and positive offsets,
+/// fractional and negative freq_ppb, values above 2^53, u64::MAX, a
+/// reference behind the monotonic clock (negative ref - mono) and a body
+/// with extra trailing bytes. The first datagram has none, the malformed
+/// tests rely on that. Global times increase through the whole list, so
+/// file order is send order whatever ordering the sink applies.
 pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
     let a1 = Skb {
         cookie: 1001,
@@ -220,6 +280,76 @@ pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
 
     let t = |us: u64, ns: u64| T0 + us * 1000 + ns;
     let tx = |ev: TxEvent| Record::Tx { ev, extra: vec![] };
+    let clock = |ev: ClockEvent| Record::Clock { ev, extra: vec![] };
+    // mono_ns of host A / host B: boot-relative, odd, A's above 2^53.
+    let mono_a = |g: u64| g - T0 + 9_007_199_254_740_993;
+    let mono_b = |g: u64| g - T0 + 86_400_000_000_123;
+    // B, sink, LOCKED: the Info example of the README.
+    let c1 = clock_event(
+        SRC_SINK,
+        LOCKED,
+        mono_b(t(9, 1)),
+        t(9, 1),
+        t(9, 1) + 13,
+        -12,
+        3.4,
+        789,
+        394,
+        1_501,
+    );
+    // A, phc, UNLOCKED: a PHC that was never set (reference behind the
+    // monotonic clock), unknown error.
+    let c2 = clock_event(
+        SRC_PHC,
+        UNLOCKED,
+        mono_a(t(21, 0)),
+        t(21, 0),
+        1_000_000_007,
+        0,
+        0.0,
+        0,
+        0,
+        u64::MAX,
+    );
+    // A, phc, JUMP: stepped by a large negative offset; newer fields follow.
+    let c3 = clock_event(
+        SRC_PHC,
+        JUMP,
+        mono_a(t(34, 1)),
+        t(34, 1),
+        t(34, 1) + 1_234_567_890_123,
+        -1_234_567_890_123,
+        -12.375,
+        40_001,
+        20_000,
+        9_007_199_254_740_995,
+    );
+    // B, sink, LOCKED_STABLE: an offset above 2^53, tiny negative freq.
+    let c4 = clock_event(
+        SRC_SINK,
+        LOCKED_STABLE,
+        mono_b(t(45, 0)),
+        t(45, 0),
+        t(45, 0) - 9_007_199_254_740_993,
+        9_007_199_254_740_993,
+        -0.05,
+        18_014_398_509_481_985,
+        3,
+        17,
+    );
+    // B, system, LOCKED_STABLE: an offset below -2^53, large fractional freq.
+    let c5 = clock_event(
+        SRC_SYSTEM,
+        LOCKED_STABLE,
+        mono_b(t(53, 0)),
+        t(53, 0),
+        t(53, 0) + 9_007_199_254_740_993,
+        -9_007_199_254_740_993,
+        123_456.789_012_345,
+        1,
+        1,
+        1,
+    );
     let mut sendmsg_b2 = b2.at(SENDMSG, t(40, 1), 1);
     sendmsg_b2.comm = comm("curl-with-a-long"); // all 16 bytes used, no NUL
     let groups: Vec<(Agent, Vec<(Record, u64)>)> = vec![
@@ -243,6 +373,7 @@ pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
         (
             AGENT_B,
             vec![
+                (clock(c1), t(9, 1)),
                 (tx(b1.at(SCHED, t(10, 7), 1)), t(10, 7)),
                 (tx(b1.at(SND_SW, t(12, 999), 1)), t(12, 999)),
             ],
@@ -251,6 +382,7 @@ pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
             AGENT_A,
             vec![
                 (tx(a2.at(SCHED, t(20, 3), 0)), t(20, 3)),
+                (clock(c2), t(21, 0)),
                 (tx(a1.at(ACK, t(30, 11), 0)), t(30, 11)),
                 (tx(a3.at(SENDMSG, t(31, 0), 1)), t(31, 0)),
                 (tx(a3.at(SCHED, t(31, 901), 1)), t(31, 901)),
@@ -260,6 +392,13 @@ pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
                         extra: vec![0xaa, 0xbb, 0xcc, 0xdd, 0xee],
                     },
                     t(33, 17),
+                ),
+                (
+                    Record::Clock {
+                        ev: c3,
+                        extra: vec![0x11, 0x22, 0x33],
+                    },
+                    t(34, 1),
                 ),
                 // No SND_SW for a2: ACK - SCHED.
                 (tx(a2.at(ACK, t(35, 5), 0)), t(35, 5)),
@@ -271,9 +410,11 @@ pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
             vec![
                 (tx(sendmsg_b2), t(40, 1)),
                 (tx(b2.at(SCHED, t(41, 2), 0)), t(41, 2)),
+                (clock(c4), t(45, 0)),
                 (tx(b1.at(ACK, t(50, 0), 1)), t(50, 0)),
                 (tx(b3.at(SENDMSG, t(51, 0), 0)), t(51, 0)),
                 (tx(b3.at(SND_SW, t(52, 0), 0)), t(52, 0)),
+                (clock(c5), t(53, 0)),
             ],
         ),
     ];
@@ -309,6 +450,7 @@ pub fn datagram(agent: &Agent, seq: u64, lost_events: u64, events: &[Sent]) -> V
         let (kind, body) = s.record.kind_body();
         let pushed = match &s.record {
             Record::Tx { ev, extra } if extra.is_empty() => b.push_tx(ev),
+            Record::Clock { ev, extra } if extra.is_empty() => b.push_clock(ev),
             _ => b.push_raw(kind, &body),
         };
         assert!(pushed, "record fits");
@@ -524,6 +666,22 @@ pub const TX_FIELDS: &[&str] = &[
     "nettrace.extra",
 ];
 
+/// Every field of a clock update, for `-e`.
+pub const CLOCK_FIELDS: &[&str] = &[
+    "nettrace.clock.mono_ns",
+    "nettrace.clock.global_ns",
+    "nettrace.clock.global_time",
+    "nettrace.clock.ref_ns",
+    "nettrace.clock.offset_ns",
+    "nettrace.clock.freq_ppb",
+    "nettrace.clock.delay_ns",
+    "nettrace.clock.uncertainty_ns",
+    "nettrace.clock.error_estimate_ns",
+    "nettrace.clock.source",
+    "nettrace.clock.state",
+    "nettrace.clock.ref_minus_mono_ns",
+];
+
 /// Latency fields, for `-e`.
 pub const LAT_FIELDS: &[&str] = &[
     "nettrace.lat.sched_ns",
@@ -605,6 +763,52 @@ pub fn check_tx(row: &Row, i: usize, addr_i: usize, ev: &TxEvent, what: &str) {
     assert_eq!(nth(row, d, addr_i), f.daddr.to_string(), "{what}: {d}");
 }
 
+/// ref_ns - mono_ns, exact (the golden values keep it inside i64).
+pub fn ref_minus_mono(ev: &ClockEvent) -> i64 {
+    i64::try_from(i128::from(ev.ref_ns) - i128::from(ev.mono_ns)).expect("ref - mono fits i64")
+}
+
+/// Compare the clock fields of the `i`-th clock update of `row` with `ev`.
+pub fn check_clock(row: &Row, i: usize, ev: &ClockEvent, what: &str) {
+    let eq = |field: &str, want: String| {
+        assert_eq!(nth(row, field, i), want, "{what}: {field}");
+    };
+    eq("nettrace.clock.mono_ns", ev.mono_ns.to_string());
+    eq("nettrace.clock.global_ns", ev.global_ns.to_string());
+    assert_eq!(
+        parse_abs_time(nth(row, "nettrace.clock.global_time", i)),
+        ev.global_ns,
+        "{what}: nettrace.clock.global_time"
+    );
+    eq("nettrace.clock.ref_ns", ev.ref_ns.to_string());
+    eq("nettrace.clock.offset_ns", ev.offset_ns.to_string());
+    // tshark prints a double with 15 significant digits ("%.15g"); the
+    // golden values need no more, so Rust's shortest form is the same text
+    // and parses back to the very same double.
+    let freq = nth(row, "nettrace.clock.freq_ppb", i);
+    assert_eq!(freq, ev.freq_ppb.to_string(), "{what}: freq_ppb text");
+    assert_eq!(
+        freq.parse::<f64>().expect("freq_ppb").to_bits(),
+        ev.freq_ppb.to_bits(),
+        "{what}: freq_ppb bits"
+    );
+    eq("nettrace.clock.delay_ns", ev.delay_ns.to_string());
+    eq(
+        "nettrace.clock.uncertainty_ns",
+        ev.uncertainty_ns.to_string(),
+    );
+    eq(
+        "nettrace.clock.error_estimate_ns",
+        ev.error_estimate_ns.to_string(),
+    );
+    eq("nettrace.clock.source", ev.source.to_string());
+    eq("nettrace.clock.state", ev.state.to_string());
+    eq(
+        "nettrace.clock.ref_minus_mono_ns",
+        ref_minus_mono(ev).to_string(),
+    );
+}
+
 /// Compare a row's latency fields with `lat` (the row holds one event).
 pub fn check_latency(row: &Row, lat: &Latency, what: &str) {
     let eq = |field: &str, want: Option<i64>| {
@@ -658,10 +862,27 @@ pub fn check_capture_frame(row: &Row, s: &Sent, model: &mut LatencyModel) {
             );
             assert!(!row.has("nettrace.unknown"), "{what}: not unknown");
             check_latency(row, &model.next(s.agent.agent_id, ev), &what);
+            for f in CLOCK_FIELDS {
+                assert!(!row.has(f), "{what}: TX event has no {f}");
+            }
+        }
+        Record::Clock { ev, extra } => {
+            check_clock(row, 0, ev, &what);
+            assert_eq!(
+                row.opt("nettrace.extra"),
+                (!extra.is_empty()).then(|| hex(extra)).as_deref(),
+                "{what}: nettrace.extra"
+            );
+            assert!(!row.has("nettrace.unknown"), "{what}: not unknown");
+            for f in TX_FIELDS.iter().chain(LAT_FIELDS) {
+                if *f != "nettrace.extra" {
+                    assert!(!row.has(f), "{what}: clock update has no {f}");
+                }
+            }
         }
         Record::Unknown { body, .. } => {
             assert_eq!(row.one("nettrace.unknown"), hex(body), "{what}: body");
-            for f in TX_FIELDS.iter().chain(LAT_FIELDS) {
+            for f in TX_FIELDS.iter().chain(LAT_FIELDS).chain(CLOCK_FIELDS) {
                 assert!(!row.has(f), "{what}: unknown kind has no {f}");
             }
         }
