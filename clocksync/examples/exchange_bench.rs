@@ -53,7 +53,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let label = arg(&args, "--label", "run");
             let server: SocketAddr = format!("{ip}:{port}").parse()?;
             let user_server: SocketAddr = format!("{ip}:{}", port + 1).parse()?;
+            let warmup = arg(&args, "--warmup", "1") == "1";
             let cfg = |mode| ExchangeConfig {
+                warmup,
                 burst,
                 burst_gap: Duration::from_micros(gap_us),
                 mode,

@@ -305,10 +305,16 @@ impl RealtimeMonoTracker {
         match inj {
             None => self.to_mono(realtime_ns),
             Some(i) => {
-                let approx_mono = self.to_mono(realtime_ns);
-                // The faulty host's own realtime-monotonic offset at that time.
-                let its_offset = self.offset_ns() + i.error_ns(approx_mono);
-                realtime_ns.wrapping_sub(its_offset as u64)
+                // Solve rt = mono + offset + err(mono) for mono. err depends
+                // on mono (drift), and a first guess off by the injected
+                // offset would misplace it by drift * offset (50 ppm of 3 ms
+                // is 150 ns): iterate; each round shrinks that by the drift.
+                let mut mono = self.to_mono(realtime_ns);
+                for _ in 0..3 {
+                    let its_offset = self.offset_ns() + i.error_ns(mono);
+                    mono = realtime_ns.wrapping_sub(its_offset as u64);
+                }
+                mono
             }
         }
     }
@@ -415,6 +421,25 @@ impl SourceSpec {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn injected_realtime_stamps_map_back_to_the_true_monotonic_instant() {
+        let map = RealtimeMonoTracker::new().unwrap();
+        let inj = ErrorInjection {
+            offset_ns: 3_000_000,
+            drift_ppm: 50.0,
+            start_mono_ns: 1_000_000_000,
+        };
+        for mono in [1_000_000_000u64, 5_000_000_000, 3_600_000_000_000] {
+            // The stamp a host with this error would read at `mono`.
+            let rt = mono.wrapping_add(map.offset_ns() as u64);
+            let rt_inj = inject(Some(&inj), rt, mono);
+            let back = map.to_mono_injected(rt_inj, Some(&inj));
+            // A one-step inversion is off by drift * offset = 150 ns here.
+            assert!((back as i64 - mono as i64).abs() <= 1, "{mono}: got {back}");
+        }
+    }
+
     use super::*;
 
     #[test]

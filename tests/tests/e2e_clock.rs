@@ -89,17 +89,16 @@ fn clock_sink_removes_an_injected_clock_error() {
     let errs = errors_after_lock(&o);
     assert!(errs.len() > 100, "too few locked events: {}", errs.len());
     let abs = report("--clock sink", &errs);
-    // Bound: the exchange's own error over veth (p99 < 0.5 µs measured by
-    // bench/clock-exchange.sh), plus the PI servo's tracking error of a 50 ppm
-    // drift sampled every 0.2 s (a frequency error of even 1 ppm left after
-    // lock is 200 ns per interval), plus margin for a loaded CI machine.
-    // Without the exchange the error would be >= 3 ms.
-    let bound_ns = 5_000;
-    assert!(
-        abs[abs.len() - 1] < bound_ns,
-        "--clock sink left an error of {} ns (> {bound_ns} ns)",
-        abs[abs.len() - 1]
-    );
+    // Bounds: the exchange's own error over veth (kernel stamps, warmed
+    // path, min-delay of 16: p99 < 0.1 µs idle and < 0.5 µs under load in
+    // bench/clock-exchange.sh), the sink's own tracking of CLOCK_TAI (tens
+    // of ns), and the agent servo's residual between 0.2 s updates (the
+    // injected 50 ppm drift cancels in the exchange, so it is not tracked).
+    // The target is p99 <= 1 µs; the max gets 5 µs of headroom for
+    // a loaded CI machine. Without the exchange the error would be >= 3 ms.
+    let (p99, max) = (percentile(&abs, 0.99), abs[abs.len() - 1]);
+    assert!(p99 < 1_000, "--clock sink: p99 |error| {p99} ns >= 1 µs");
+    assert!(max < 5_000, "--clock sink: max |error| {max} ns >= 5 µs");
 }
 
 #[test]
