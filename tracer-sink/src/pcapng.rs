@@ -13,14 +13,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
 };
 use pcap_file::pcapng::blocks::interface_statistics::{
     InterfaceStatisticsBlock, InterfaceStatisticsOption,
 };
-use pcap_file::pcapng::blocks::opt_common::{CommonOption, UnknownOption};
+use pcap_file::pcapng::blocks::opt_common::CommonOption;
 use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, Endianness};
@@ -110,6 +109,79 @@ pub fn interface_description(agent_id: u64, clock_source: u8) -> String {
 
 fn pcap_err(what: &str, e: impl std::fmt::Display) -> SinkError {
     SinkError::Encode(format!("{what}: {e}"))
+}
+
+/// pcapng block type of an Enhanced Packet Block.
+const EPB_TYPE: u32 = 6;
+/// Option code of `opt_comment`.
+const OPT_COMMENT: u16 = 1;
+
+fn pad4(buf: &mut Vec<u8>) {
+    let pad = (4 - buf.len() % 4) % 4;
+    buf.extend_from_slice(&[0u8; 3][..pad]);
+}
+
+/// Append one Enhanced Packet Block (little-endian section, interface in
+/// nanosecond resolution, no `if_tsoffset`) to `buf`, which must hold
+/// whole blocks only (its length a multiple of 4). Byte for byte what
+/// `pcap-file` writes for an EPB whose options are `epb_packetid` then
+/// `opt_comment` (omitted when `comment` appends nothing), then
+/// `opt_endofopt`; but encoded in place, without per-block allocations.
+/// A comment longer than an option can hold is cut (on a UTF-8 boundary)
+/// to 65535 bytes.
+pub(crate) fn encode_epb(
+    buf: &mut Vec<u8>,
+    iface: u32,
+    ts_ns: u64,
+    packet_id: u64,
+    payload: impl FnOnce(&mut Vec<u8>),
+    comment: impl FnOnce(&mut Vec<u8>),
+) {
+    debug_assert_eq!(buf.len() % 4, 0);
+    let start = buf.len();
+    buf.reserve(512);
+    buf.extend_from_slice(&EPB_TYPE.to_le_bytes());
+    buf.extend_from_slice(&[0u8; 4]); // total length, patched below
+    buf.extend_from_slice(&iface.to_le_bytes());
+    buf.extend_from_slice(&((ts_ns >> 32) as u32).to_le_bytes());
+    buf.extend_from_slice(&(ts_ns as u32).to_le_bytes());
+    buf.extend_from_slice(&[0u8; 8]); // captured and original length
+    let data = buf.len();
+    payload(buf);
+    let cap = (buf.len() - data) as u32;
+    buf[data - 8..data - 4].copy_from_slice(&cap.to_le_bytes());
+    buf[data - 4..data].copy_from_slice(&cap.to_le_bytes());
+    pad4(buf);
+    // epb_packetid
+    buf.extend_from_slice(&EPB_PACKETID.to_le_bytes());
+    buf.extend_from_slice(&8u16.to_le_bytes());
+    buf.extend_from_slice(&packet_id.to_le_bytes());
+    // opt_comment
+    let opt = buf.len();
+    buf.extend_from_slice(&OPT_COMMENT.to_le_bytes());
+    buf.extend_from_slice(&[0u8; 2]);
+    comment(buf);
+    let mut clen = buf.len() - opt - 4;
+    if clen == 0 {
+        buf.truncate(opt);
+    } else {
+        if clen > usize::from(u16::MAX) {
+            clen = usize::from(u16::MAX);
+            let text = &buf[opt + 4..];
+            // Back up to a character boundary (never more than 3 bytes).
+            while clen > 0 && (text[clen] & 0xc0) == 0x80 {
+                clen -= 1;
+            }
+            buf.truncate(opt + 4 + clen);
+        }
+        buf[opt + 2..opt + 4].copy_from_slice(&(clen as u16).to_le_bytes());
+        pad4(buf);
+    }
+    // opt_endofopt
+    buf.extend_from_slice(&[0u8; 4]);
+    let total = (buf.len() - start + 4) as u32;
+    buf.extend_from_slice(&total.to_le_bytes());
+    buf[start + 4..start + 8].copy_from_slice(&total.to_le_bytes());
 }
 
 impl TraceFile {
@@ -219,6 +291,7 @@ impl TraceFile {
     }
 
     /// Encode one EPB into the buffer (`iface` from [`add_interface`](Self::add_interface)).
+    #[cfg(test)]
     pub fn write_event(
         &mut self,
         iface: u32,
@@ -227,29 +300,36 @@ impl TraceFile {
         packet_id: u64,
         comment: Option<&str>,
     ) -> Result<(), SinkError> {
-        let id_bytes = packet_id.to_le_bytes();
-        let mut options = Vec::with_capacity(2);
-        options.push(EnhancedPacketOption::Common(CommonOption::Unknown(
-            UnknownOption {
-                code: EPB_PACKETID,
-                value: Cow::Borrowed(&id_bytes),
+        self.write_event_with(
+            iface,
+            ts_ns,
+            packet_id,
+            |out| out.extend_from_slice(payload),
+            |out| {
+                if let Some(c) = comment {
+                    out.extend_from_slice(c.as_bytes())
+                }
             },
-        )));
-        if let Some(c) = comment {
-            options.push(EnhancedPacketOption::Common(CommonOption::Comment(
-                Cow::Borrowed(c),
-            )));
+        )
+    }
+
+    /// Encode one EPB straight into the buffer: `payload` and `comment`
+    /// append the packet data and the comment text (nothing: no comment).
+    pub fn write_event_with(
+        &mut self,
+        iface: u32,
+        ts_ns: u64,
+        packet_id: u64,
+        payload: impl FnOnce(&mut Vec<u8>),
+        comment: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), SinkError> {
+        if iface as usize >= self.spans.len() {
+            return Err(pcap_err(
+                "enhanced packet",
+                format_args!("interface {iface} has no IDB"),
+            ));
         }
-        let epb = EnhancedPacketBlock {
-            interface_id: iface,
-            timestamp: Duration::from_nanos(ts_ns),
-            original_len: payload.len() as u32,
-            data: Cow::Borrowed(payload),
-            options,
-        };
-        self.w
-            .write_pcapng_block(epb)
-            .map_err(|e| pcap_err("enhanced packet", e))?;
+        encode_epb(self.w.get_mut(), iface, ts_ns, packet_id, payload, comment);
         self.pending_events += 1;
         if let Some((_, span)) = self.spans.get_mut(iface as usize) {
             match span {
@@ -346,5 +426,213 @@ impl TraceFile {
             tracing::warn!(file = %self.path.display(), error = %e, "fsync failed; the file may be incomplete after a crash");
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+    use pcap_file::pcapng::blocks::opt_common::UnknownOption;
+    use pcap_file::pcapng::{Block, PcapNgReader};
+
+    fn agent(index: u32, host: &str) -> AgentInfo {
+        AgentInfo {
+            index,
+            agent_id: 0x1234_5678_9abc_def0 + u64::from(index),
+            host: host.to_owned(),
+            clock_source: 1,
+        }
+    }
+
+    /// The same EPB as `pcap-file` encodes it.
+    fn reference_epb(
+        w: &mut PcapNgWriter<Vec<u8>>,
+        iface: u32,
+        ts_ns: u64,
+        payload: &[u8],
+        packet_id: u64,
+        comment: Option<&str>,
+    ) {
+        let id_bytes = packet_id.to_le_bytes();
+        let mut options = vec![EnhancedPacketOption::Common(CommonOption::Unknown(
+            UnknownOption {
+                code: EPB_PACKETID,
+                value: Cow::Borrowed(&id_bytes),
+            },
+        ))];
+        if let Some(c) = comment {
+            options.push(EnhancedPacketOption::Common(CommonOption::Comment(
+                Cow::Borrowed(c),
+            )));
+        }
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: iface,
+            timestamp: Duration::from_nanos(ts_ns),
+            original_len: payload.len() as u32,
+            data: Cow::Borrowed(payload),
+            options,
+        })
+        .unwrap();
+    }
+
+    type Case = (u32, u64, Vec<u8>, u64, Option<String>);
+
+    fn cases() -> Vec<Case> {
+        let mut v = Vec::new();
+        for len in 0..9usize {
+            for clen in [
+                None,
+                Some(0),
+                Some(1),
+                Some(2),
+                Some(3),
+                Some(4),
+                Some(5),
+                Some(70),
+            ] {
+                let iface = (len % 2) as u32;
+                let ts = 1_700_000_000_123_456_789u64.wrapping_mul(len as u64 + 1);
+                let payload: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(37)).collect();
+                let comment = clen.map(|n| "é-comment-".repeat(8).chars().take(n).collect());
+                v.push((iface, ts, payload, len as u64 * 1000 + 7, comment));
+            }
+        }
+        v.push((
+            1,
+            u64::MAX,
+            vec![0xff; 144],
+            u64::MAX,
+            Some("x".repeat(200)),
+        ));
+        v.push((0, 0, vec![1; 3], 0, None));
+        v
+    }
+
+    #[test]
+    fn hand_encoded_epbs_match_pcap_file_byte_for_byte_and_parse_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut tf, _) = TraceFile::create(dir.path(), "t", 0, 0).unwrap();
+        tf.add_interface(&agent(0, "host-a")).unwrap();
+        tf.add_interface(&agent(1, "host-bb")).unwrap();
+        // The reference writer sees the same SHB and IDBs.
+        let mut reference =
+            PcapNgWriter::with_section_header(Vec::new(), section_header()).unwrap();
+        for a in [agent(0, "host-a"), agent(1, "host-bb")] {
+            let idb = InterfaceDescriptionBlock {
+                linktype: DataLink::USER0,
+                snaplen: SNAPLEN,
+                options: vec![
+                    InterfaceDescriptionOption::IfName(Cow::Borrowed(&a.host)),
+                    InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
+                        a.agent_id,
+                        a.clock_source,
+                    ))),
+                    InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
+                ],
+            };
+            reference.write_pcapng_block(idb).unwrap();
+        }
+        let header_len = reference.get_ref().len();
+        let cases = cases();
+        for (iface, ts, payload, id, comment) in &cases {
+            let before = reference.get_ref().len();
+            reference_epb(
+                &mut reference,
+                *iface,
+                *ts,
+                payload,
+                *id,
+                comment.as_deref(),
+            );
+            let mut mine = Vec::new();
+            encode_epb(
+                &mut mine,
+                *iface,
+                *ts,
+                *id,
+                |o| o.extend_from_slice(payload),
+                |o| {
+                    if let Some(c) = comment {
+                        o.extend_from_slice(c.as_bytes())
+                    }
+                },
+            );
+            // An empty comment is no comment.
+            if comment.as_deref() != Some("") {
+                assert_eq!(
+                    mine,
+                    reference.get_ref()[before..],
+                    "case {iface} {ts} {payload:?} {comment:?}"
+                );
+            }
+            tf.write_event(*iface, *ts, payload, *id, comment.as_deref())
+                .unwrap();
+        }
+        tf.close(&[], 0).unwrap();
+        let path = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len() % 4, 0);
+        assert!(bytes.len() > header_len);
+        // Parse every block back and compare every field.
+        let mut r = PcapNgReader::new(&bytes[..]).unwrap();
+        let mut epbs = Vec::new();
+        while let Some(b) = r.next_block() {
+            if let (Block::EnhancedPacket(e), _) = b.unwrap() {
+                epbs.push(e.into_owned());
+            }
+        }
+        assert_eq!(epbs.len(), cases.len());
+        for (e, (iface, ts, payload, id, comment)) in epbs.iter().zip(&cases) {
+            assert_eq!(e.interface_id, *iface);
+            assert_eq!(e.timestamp, Duration::from_nanos(*ts));
+            assert_eq!(e.original_len as usize, payload.len());
+            assert_eq!(&e.data[..], &payload[..]);
+            let mut got_id = None;
+            let mut got_comment = None;
+            for o in &e.options {
+                match o {
+                    EnhancedPacketOption::Common(CommonOption::Unknown(u))
+                        if u.code == EPB_PACKETID =>
+                    {
+                        got_id = Some(u64::from_le_bytes(u.value[..].try_into().unwrap()))
+                    }
+                    EnhancedPacketOption::Common(CommonOption::Comment(c)) => {
+                        got_comment = Some(c.to_string())
+                    }
+                    other => panic!("unexpected option {other:?}"),
+                }
+            }
+            assert_eq!(got_id, Some(*id));
+            let want = comment.clone().filter(|c| !c.is_empty());
+            assert_eq!(got_comment, want);
+        }
+    }
+
+    #[test]
+    fn oversized_comment_is_cut_on_a_char_boundary() {
+        let mut buf = Vec::new();
+        let text = "é".repeat(40_000); // 80 000 bytes
+        encode_epb(
+            &mut buf,
+            0,
+            5,
+            9,
+            |o| o.push(1),
+            |o| o.extend_from_slice(text.as_bytes()),
+        );
+        assert_eq!(buf.len() % 4, 0);
+        let total = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as usize;
+        assert_eq!(total, buf.len());
+        assert_eq!(&buf[total - 4..], &buf[4..8]);
+        let copt = 28 + 4 + 12;
+        let clen = u16::from_le_bytes(buf[copt + 2..copt + 4].try_into().unwrap()) as usize;
+        assert_eq!(clen, 65_534);
+        assert!(std::str::from_utf8(&buf[copt + 4..copt + 4 + clen]).is_ok());
     }
 }

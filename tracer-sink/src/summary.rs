@@ -14,21 +14,45 @@ type FlowKey = ([u8; 16], [u8; 16], u16, u16, u8);
 pub(crate) struct Summarizer {
     flow_key: Option<FlowKey>,
     flow: String,
-    out: String,
+    #[cfg(test)]
+    out: Vec<u8>,
+}
+
+/// Append the decimal digits of `v` (what `Display` prints).
+fn push_u64(o: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    o.extend_from_slice(&buf[i..]);
 }
 
 impl Summarizer {
     /// The summary of `ev`, valid until the next call.
+    #[cfg(test)]
     pub fn summarize(&mut self, ev: &Event) -> &str {
-        self.out.clear();
-        match ev {
-            Event::Tx(e) => self.tx(e),
-            other => self.out.push_str(&other.summary()),
-        }
-        &self.out
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.summarize_into(ev, &mut out);
+        self.out = out;
+        std::str::from_utf8(&self.out).expect("summaries are UTF-8")
     }
 
-    fn tx(&mut self, e: &TxEvent) {
+    /// Append the summary of `ev` (valid UTF-8) to `o`.
+    pub fn summarize_into(&mut self, ev: &Event, o: &mut Vec<u8>) {
+        match ev {
+            Event::Tx(e) => self.tx(e, o),
+            other => o.extend_from_slice(other.summary().as_bytes()),
+        }
+    }
+
+    fn tx(&mut self, e: &TxEvent, o: &mut Vec<u8>) {
         let key = (e.saddr, e.daddr, e.sport, e.dport, e.family);
         if self.flow_key != Some(key) {
             let f = e.flow();
@@ -40,17 +64,23 @@ impl Summarizer {
             );
             self.flow_key = Some(key);
         }
-        let o = &mut self.out;
-        o.push_str(e.stage().map(TxStage::name).unwrap_or("?"));
-        o.push(' ');
-        o.push_str(&self.flow);
-        let _ = write!(o, " cookie={} tskey={} cpu={}", e.cookie, e.tskey, e.cpu);
+        o.extend_from_slice(e.stage().map(TxStage::name).unwrap_or("?").as_bytes());
+        o.push(b' ');
+        o.extend_from_slice(self.flow.as_bytes());
+        o.extend_from_slice(b" cookie=");
+        push_u64(o, e.cookie);
+        o.extend_from_slice(b" tskey=");
+        push_u64(o, u64::from(e.tskey));
+        o.extend_from_slice(b" cpu=");
+        push_u64(o, u64::from(e.cpu));
         if e.pid != 0 {
-            let _ = write!(o, " pid={} comm=", e.pid);
+            o.extend_from_slice(b" pid=");
+            push_u64(o, u64::from(e.pid));
+            o.extend_from_slice(b" comm=");
             let end = e.comm.iter().position(|&b| b == 0).unwrap_or(16);
             match std::str::from_utf8(&e.comm[..end]) {
-                Ok(s) => o.push_str(s),
-                Err(_) => o.push_str(&String::from_utf8_lossy(&e.comm[..end])),
+                Ok(s) => o.extend_from_slice(s.as_bytes()),
+                Err(_) => o.extend_from_slice(String::from_utf8_lossy(&e.comm[..end]).as_bytes()),
             }
         }
     }
@@ -85,8 +115,12 @@ mod tests {
         ];
         for i in 0..60u64 {
             let mut ev = TxEvent {
-                cookie: i * 7919,
-                tskey: (i * 31) as u32,
+                cookie: if i == 59 {
+                    u64::MAX
+                } else {
+                    (i * 7919).wrapping_mul(10u64.pow((i % 15) as u32))
+                },
+                tskey: if i == 58 { u32::MAX } else { (i * 31) as u32 },
                 cpu: (i % 3) as u32,
                 pid: if i % 2 == 0 { 0 } else { 1000 + i as u32 },
                 stage: (i % 5) as u8,
@@ -96,6 +130,9 @@ mod tests {
             ev.set_flow(&flows[(i / 7 % 2) as usize]);
             let e = Event::Tx(ev);
             assert_eq!(s.summarize(&e), e.summary());
+            let mut v = b"prefix".to_vec();
+            s.summarize_into(&e, &mut v);
+            assert_eq!(v, format!("prefix{}", e.summary()).into_bytes());
         }
         let u = Event::Unknown { kind: 9, len: 3 };
         assert_eq!(s.summarize(&u), u.summary());

@@ -32,7 +32,6 @@ pub(crate) struct Writer {
     /// Bytes committed to files already closed (or abandoned).
     closed_bytes: u64,
     last_ts: u64,
-    payload: Vec<u8>,
     summarizer: Summarizer,
 }
 
@@ -50,7 +49,6 @@ pub(crate) fn run_writer(cfg: SinkConfig, shared: Arc<Shared>, mut rx: Receiver<
         counters: WriterCounters::default(),
         closed_bytes: 0,
         last_ts: 0,
-        payload: Vec::with_capacity(512),
         summarizer: Summarizer::default(),
     };
     w.open_file();
@@ -181,41 +179,50 @@ impl Writer {
             self.counters.sink_write_lost += 1;
             return;
         };
-        self.payload.clear();
-        CaptureRecord::encode(
-            &mut self.payload,
-            agent.agent_id,
-            m.event_seq,
-            m.clock_source,
-            m.clock_state,
-            &agent.host,
-            rec,
-        );
-        let comment = if self.cfg.comments {
-            // The receiver validated the record; decode again here so the
-            // summary's cost lands on the writer's core, not the receiver's.
-            let raw = RawRecord {
-                kind: u16::from_le_bytes([rec[0], rec[1]]),
-                body: &rec[RECORD_HEADER_LEN..],
-                bytes: rec,
-            };
-            match raw.decode() {
-                Ok(ev) => Some(self.summarizer.summarize(&ev)),
-                Err(_) => None,
-            }
-        } else {
-            None
-        };
         let Some(file) = self.file.as_mut() else {
             self.counters.sink_write_lost += 1;
             return;
         };
-        if let Err(e) = file.write_event(iface, ts, &self.payload, m.event_seq, comment) {
+        let comments = self.cfg.comments;
+        let summarizer = &mut self.summarizer;
+        let written = file.write_event_with(
+            iface,
+            ts,
+            m.event_seq,
+            |out| {
+                CaptureRecord::encode(
+                    out,
+                    agent.agent_id,
+                    m.event_seq,
+                    m.clock_source,
+                    m.clock_state,
+                    &agent.host,
+                    rec,
+                )
+            },
+            |out| {
+                if comments {
+                    // The receiver validated the record; decode again here
+                    // so the summary's cost lands on the writer's core, not
+                    // the receiver's.
+                    let raw = RawRecord {
+                        kind: u16::from_le_bytes([rec[0], rec[1]]),
+                        body: &rec[RECORD_HEADER_LEN..],
+                        bytes: rec,
+                    };
+                    if let Ok(ev) = raw.decode() {
+                        summarizer.summarize_into(&ev, out);
+                    }
+                }
+            },
+        );
+        if let Err(e) = written {
             tracing::error!(error = %e, "cannot encode event");
             self.counters.sink_write_lost += 1;
             return;
         }
         match file.maybe_commit() {
+            Ok(0) => {}
             Ok(n) => {
                 self.counters.events_written += n;
                 self.sync_bytes();
@@ -245,7 +252,9 @@ impl Writer {
 
     fn sync_bytes(&mut self) {
         if let Some(f) = &self.file {
-            self.counters.current_file = Some(f.path().display().to_string());
+            if self.counters.current_file.is_none() {
+                self.counters.current_file = Some(f.path().display().to_string());
+            }
             // bytes_written = closed files + this file's committed bytes.
             self.counters.bytes_written = self.closed_bytes + f.committed();
         }
