@@ -52,7 +52,7 @@ nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-sink" --listen "$ADDR_S:7420" -
 SINK=$!
 echo "== tracer-agent on $NS_C"
 nsenter --net="/run/netns/$NS_C" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes tx \
-    --hostname client > "$OUT/agent.log" 2>&1 &
+    --hostname client --clock sink > "$OUT/agent.log" 2>&1 &
 AGENT=$!
 for _ in $(seq 100); do
     grep -q "tx probe attached" "$OUT/agent.log" && break
@@ -78,14 +78,22 @@ echo "== $FILE through tshark + $LUA"
 ts() { tshark -X "lua_script:$LUA" -r "$FILE" "$@"; }
 ERR=$(mktemp)
 STAGES='BEGIN{n["0"]="SENDMSG";n["1"]="SCHED";n["2"]="SND_SW";n["3"]="SND_HW";n["4"]="ACK"}'
-echo "-- events by kind (host, stage)"
-ts -T fields -e nettrace.host -e nettrace.stage 2>"$ERR" \
-    | awk -F'\t' "$STAGES"' {c[$1" "n[$2]]++} END {for (k in c) printf "  %-20s %8d\n", k, c[k]}' | sort
+echo "-- events by kind (host, kind/stage)"
+ts -T fields -e nettrace.host -e nettrace.kind -e nettrace.stage 2>"$ERR" \
+    | awk -F'\t' "$STAGES"' {k = ($2 == 2) ? "CLOCK" : "TX " n[$3]; c[$1" "k]++}
+        END {for (k in c) printf "  %-22s %8d\n", k, c[k]}' | sort
 if grep -q "Lua: " "$ERR"; then cat "$ERR"; echo "dissector failed" >&2; exit 1; fi
-echo "-- first decoded frames"
-ts -c 10 -T fields -e frame.number -e frame.time_epoch -e nettrace.host \
+echo "-- the agent's clock updates (following the sink's clock), last 5"
+ts -Y "nettrace.kind == 2" -T fields -e frame.number -e nettrace.clock.state \
+    -e nettrace.clock.offset_ns -e nettrace.clock.freq_ppb -e nettrace.clock.delay_ns \
+    -e nettrace.clock.error_estimate_ns 2>/dev/null | tail -5 \
+    | awk -F'\t' 'BEGIN {s[0]="UNLOCKED";s[1]="JUMP";s[2]="LOCKED";s[3]="LOCKED_STABLE";
+        printf "%6s %-14s %10s %10s %9s %9s\n", "frame", "state", "offset ns", "freq ppb", "delay ns", "err ns"}
+        {printf "%6s %-14s %10s %10.1f %9s %9s\n", $1, s[$2], $3, $4, $5, $6}'
+echo "-- first decoded TX frames"
+ts -Y "nettrace.kind == 1" -T fields -e frame.number -e frame.time_epoch -e nettrace.host \
     -e nettrace.stage -e nettrace.cookie -e nettrace.tskey -e nettrace.cpu -e nettrace.comm \
-    -e nettrace.lat.total_ns 2>/dev/null \
+    -e nettrace.lat.total_ns 2>/dev/null | awk "NR <= 10" \
     | awk -F'\t' "$STAGES"' BEGIN {printf "%5s %-22s %-8s %-8s %8s %12s %3s %-8s %s\n", "frame", "time (TAI, s)", "host", "stage", "cookie", "tskey", "cpu", "comm", "since SENDMSG (ns)"}
         {printf "%5s %-22s %-8s %-8s %8s %12s %3s %-8s %s\n", $1, $2, $3, n[$4], $5, $6, $7, $8, $9}'
 echo "-- per-stage latency from the dissector (ns): median and p99 over all skbs"

@@ -133,3 +133,18 @@ fn sigint_and_sigterm_detach_and_print_final_stats() {
         assert!(!prog_exists(id), "program {id} still loaded after exit");
     }
 }
+
+#[test]
+fn an_unreachable_sink_clock_delays_nothing_beyond_the_lock_timeout() {
+    if !is_root() {
+        return;
+    }
+    let mut c = agent();
+    c.args(["--clock", "sink", "--clock-lock-timeout", "1", "--json"]);
+    let mut p = Proc::spawn("tracer-agent", c);
+    p.wait_stderr("clock not locked yet", Duration::from_secs(20));
+    p.wait_stderr("tx probe attached", Duration::from_secs(20));
+    let (st, out) = p.stop(libc::SIGINT, Duration::from_secs(20));
+    assert!(st.success(), "exit {st}");
+    assert!(out.contains("\"final\":true"), "{out}");
+}

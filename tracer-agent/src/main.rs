@@ -119,6 +119,11 @@ struct Cli {
     #[arg(long, default_value_t = 1.0, value_name = "SECS")]
     clock_interval: f64,
 
+    /// Wait up to SECS for the clock to lock before tracing starts (events
+    /// before a lock are converted with this host's TAI and marked UNLOCKED).
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    clock_lock_timeout: f64,
+
     /// Clock servo: `pi` (phc2sys's PI controller) or `linreg` (least squares
     /// over a sliding window).
     #[arg(long, default_value = "pi")]
@@ -233,6 +238,7 @@ fn real_main() -> anyhow::Result<()> {
         ringbuf_bytes: cli.ringbuf_kib << 10,
         wakeup_bytes: u64::from(cli.wakeup_kib.unwrap_or(cli.ringbuf_kib / 4)) << 10,
         btf: cli.btf,
+        clock_lock_timeout: Duration::from_secs_f64(cli.clock_lock_timeout.max(0.0)),
         clock: ClockConfig {
             choice: cli.clock,
             sink_clock_addr: SocketAddr::new(cli.sink.ip(), clock_port),

@@ -17,6 +17,7 @@ use crate::probes::tx::{ProbeError, TxProbe, TxProbeConfig, TxRecord};
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
 use crate::wakeup::Wakeup;
+use tracer_codec::ClockState;
 
 /// How often BPF counters (losses) are read.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
@@ -63,6 +64,8 @@ pub struct AgentConfig {
     pub btf: PathBuf,
     /// The global clock.
     pub clock: ClockConfig,
+    /// How long to wait for the clock to lock before attaching the probes.
+    pub clock_lock_timeout: Duration,
 }
 
 /// Why the agent stopped with an error.
@@ -117,6 +120,18 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         what: format!("{:?}", cfg.clock.choice),
         source,
     })?;
+    let pipeline = RefCell::new(Pipeline::new(
+        &cfg.identity,
+        transport,
+        max_payload,
+        cfg.flush_after,
+    ));
+    wait_for_lock(
+        &mut clock,
+        &mut pipeline.borrow_mut(),
+        cfg.clock_lock_timeout,
+        stop,
+    );
 
     let mut object = MaybeUninit::uninit();
     let mut probe = TxProbe::load(
@@ -138,12 +153,6 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         "tx probe attached"
     );
 
-    let pipeline = RefCell::new(Pipeline::new(
-        &cfg.identity,
-        transport,
-        max_payload,
-        cfg.flush_after,
-    ));
     let clock_cell = RefCell::new(clock.converter());
     let mut rb = RingBufferBuilder::new();
     rb.add(probe.events_map(), |data: &[u8]| {
@@ -236,6 +245,37 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         "tx probe detached"
     );
     Ok(stats)
+}
+
+/// Give the clock up to `timeout` to lock before tracing starts, so the
+/// first events are already on the global axis (events before a lock are
+/// converted with this host's own TAI and flagged UNLOCKED).
+fn wait_for_lock(
+    clock: &mut AgentClock,
+    p: &mut Pipeline<UdpTransport>,
+    timeout: Duration,
+    stop: &AtomicBool,
+) {
+    let start = Instant::now();
+    loop {
+        for ev in clock.drain_events() {
+            p.push_clock(&ev);
+        }
+        let state = clock.converter().state;
+        if matches!(state, ClockState::Locked | ClockState::LockedStable) {
+            tracing::info!(state = %state.name(), source = %clock.source().name(),
+                waited_ms = start.elapsed().as_millis() as u64, "clock locked");
+            return;
+        }
+        if start.elapsed() >= timeout || stop.load(Ordering::Relaxed) {
+            if !timeout.is_zero() {
+                tracing::warn!(source = %clock.source().name(), timeout_s = timeout.as_secs_f64(),
+                    "clock not locked yet; tracing starts anyway, events are marked UNLOCKED until it locks");
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Print counters to stdout.
