@@ -168,6 +168,9 @@ async fn serve(cli: Cli) -> Result<()> {
             cli.output.display()
         )
     })?;
+    // Before "started" is logged: a SIGTERM sent as soon as the sink says
+    // it runs must stop it cleanly, not kill it.
+    let shutdown = shutdown_signal()?;
     let rcvbuf = usize::try_from(cli.rcvbuf).unwrap_or(usize::MAX);
     let (socket, actual) = match bind_udp(cli.listen, rcvbuf) {
         Ok(s) => s,
@@ -213,7 +216,7 @@ async fn serve(cli: Cli) -> Result<()> {
             print!("{}", s.to_table());
         }
     };
-    let stats = tracer_sink::run_with_reporter(socket, config, shutdown_signal()?, print)
+    let stats = tracer_sink::run_with_reporter(socket, config, shutdown, print)
         .await
         .context("the sink stopped")?;
     print(&stats);
