@@ -1,7 +1,8 @@
 //! Event summaries for the EPB comments, text-identical to
 //! `tracer_codec::Event::summary()` but without an allocation per event:
-//! the output buffer is reused and the flow text (the costly part:
-//! address formatting) is cached while consecutive events share a flow.
+//! the text goes straight into the caller's buffer, numbers are formatted
+//! by hand, and the flow text (the costly part: address formatting) is
+//! kept in a small direct-mapped cache, since many flows interleave.
 
 use std::fmt::Write as _;
 
@@ -10,10 +11,9 @@ use tracer_codec::{Event, TxEvent, TxStage};
 type FlowKey = ([u8; 16], [u8; 16], u16, u16, u8);
 
 /// Reusable summary formatter.
-#[derive(Default)]
 pub(crate) struct Summarizer {
-    flow_key: Option<FlowKey>,
-    flow: String,
+    /// Direct-mapped cache of flow texts: many flows interleave in time.
+    flows: Vec<Option<(FlowKey, String)>>,
     #[cfg(test)]
     out: Vec<u8>,
 }
@@ -31,6 +31,30 @@ fn push_u64(o: &mut Vec<u8>, mut v: u64) {
         }
     }
     o.extend_from_slice(&buf[i..]);
+}
+
+/// Flow texts cached (a power of two).
+const FLOW_CACHE: usize = 256;
+
+impl Default for Summarizer {
+    fn default() -> Self {
+        Summarizer {
+            flows: vec![None; FLOW_CACHE],
+            #[cfg(test)]
+            out: Vec::new(),
+        }
+    }
+}
+
+fn slot(k: &FlowKey) -> usize {
+    let w = |a: &[u8; 16], o: usize| {
+        u64::from(u32::from_le_bytes([a[o], a[o + 1], a[o + 2], a[o + 3]]))
+    };
+    let mut h =
+        w(&k.0, 0) ^ (w(&k.0, 12) << 32) ^ w(&k.1, 0).rotate_left(17) ^ w(&k.1, 12).rotate_left(41);
+    h ^= (u64::from(k.2) << 16 | u64::from(k.3)) << 8 | u64::from(k.4);
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 56) as usize & (FLOW_CACHE - 1)
 }
 
 impl Summarizer {
@@ -54,19 +78,23 @@ impl Summarizer {
 
     fn tx(&mut self, e: &TxEvent, o: &mut Vec<u8>) {
         let key = (e.saddr, e.daddr, e.sport, e.dport, e.family);
-        if self.flow_key != Some(key) {
-            let f = e.flow();
-            self.flow.clear();
-            let _ = write!(
-                self.flow,
-                "{}:{} > {}:{}",
-                f.saddr, f.sport, f.daddr, f.dport
-            );
-            self.flow_key = Some(key);
-        }
+        let entry = &mut self.flows[slot(&key)];
+        let flow = match entry {
+            Some((k, text)) if *k == key => text,
+            _ => {
+                let f = e.flow();
+                let mut text = match entry.take() {
+                    Some((_, t)) => t,
+                    None => String::with_capacity(64),
+                };
+                text.clear();
+                let _ = write!(text, "{}:{} > {}:{}", f.saddr, f.sport, f.daddr, f.dport);
+                &mut entry.insert((key, text)).1
+            }
+        };
         o.extend_from_slice(e.stage().map(TxStage::name).unwrap_or("?").as_bytes());
         o.push(b' ');
-        o.extend_from_slice(self.flow.as_bytes());
+        o.extend_from_slice(flow.as_bytes());
         o.extend_from_slice(b" cookie=");
         push_u64(o, e.cookie);
         o.extend_from_slice(b" tskey=");
@@ -127,12 +155,24 @@ mod tests {
                 comm: comms[(i % 3) as usize],
                 ..TxEvent::default()
             };
-            ev.set_flow(&flows[(i / 7 % 2) as usize]);
+            ev.set_flow(&flows[((i / 7 + i) % 2) as usize]);
             let e = Event::Tx(ev);
             assert_eq!(s.summarize(&e), e.summary());
             let mut v = b"prefix".to_vec();
             s.summarize_into(&e, &mut v);
             assert_eq!(v, format!("prefix{}", e.summary()).into_bytes());
+        }
+        // Many interleaved flows: evictions and collisions keep the text right.
+        for round in 0..2u16 {
+            for i in 0..600u16 {
+                let mut ev = TxEvent::default();
+                ev.set_flow(&Flow {
+                    sport: i.wrapping_mul(13).wrapping_add(round),
+                    ..flows[usize::from(i % 2)]
+                });
+                let e = Event::Tx(ev);
+                assert_eq!(s.summarize(&e), e.summary());
+            }
         }
         let u = Event::Unknown { kind: 9, len: 3 };
         assert_eq!(s.summarize(&u), u.summary());
