@@ -77,6 +77,8 @@ except Exception:
     print("0 0 0 0")'
 }
 
+gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bits_per_second"]/1e9)' "$1"; }
+
 echo "== (b) busy CPU seconds for ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds"
 : > "$WORK/cpu.txt"
 for r in $(seq "$ROUNDS"); do
@@ -87,8 +89,7 @@ for r in $(seq "$ROUNDS"); do
         j1=$(busy_jiffies); s1=$(proc_jiffies $SINK)
         extra="0 0 0 0"
         [[ $mode != none ]] && extra=$(stop_agent)
-        gbps=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bits_per_second"]/1e9)' "$WORK/iperf.json")
-        echo "$mode $(( j1 - j0 )) $gbps $extra $(( s1 - s0 ))" | tee -a "$WORK/cpu.txt"
+        echo "$mode $(( j1 - j0 )) $(gbps "$WORK/iperf.json") $extra $(( s1 - s0 ))" | tee -a "$WORK/cpu.txt"
     done
 done
 
@@ -100,8 +101,7 @@ for r in $(seq "$TPUT_ROUNDS"); do
         inns $A iperf3 -c $AB -t "$TPUT_SECS" -J > "$WORK/iperf.json"
         extra="0 0 0 0"
         [[ $mode != none ]] && extra=$(stop_agent)
-        gbps=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bits_per_second"]/1e9)' "$WORK/iperf.json")
-        echo "$mode $gbps $extra" | tee -a "$WORK/tput.txt"
+        echo "$mode $(gbps "$WORK/iperf.json") $extra" | tee -a "$WORK/tput.txt"
     done
 done
 

@@ -10,8 +10,10 @@ use crate::netns::{in_netns, NetnsPair};
 use crate::pcap::read_dir;
 use crate::procs::Proc;
 
+/// UDP port of the sink in every scenario.
 pub const SINK_PORT: u16 = 7420;
 
+/// This kernel's CLOCK_TAI now.
 pub fn tai_now_ns() -> u64 {
     clocksync::bracket::now_ns(clocksync::ClockId::Tai).unwrap()
 }
@@ -83,10 +85,48 @@ pub fn noise_flow() -> u16 {
 
 /// What one traced run left behind.
 pub struct Outcome {
+    /// The sink's files, read back.
     pub trace: crate::pcap::Trace,
+    /// The agent's final `--json` stats line.
     pub agent_final: serde_json::Value,
+    /// The sink's final `--json` stats line.
     pub sink_final: serde_json::Value,
+    /// Inode of namespace a (the traced one).
     pub netns_a: u32,
+}
+
+/// Start tracer-sink in namespace b writing to `out`; returns once it is
+/// listening.
+pub fn spawn_sink(pair: &NetnsPair, out: &std::path::Path, args: &[&str]) -> Proc {
+    let mut cmd = NetnsPair::exec(&pair.b, &bin("tracer-sink"));
+    cmd.args(["--listen", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .arg("--output")
+        .arg(out)
+        .arg("--json")
+        .args(args);
+    let mut sink = Proc::spawn("tracer-sink", cmd);
+    sink.wait_stderr("tracer-sink started", Duration::from_secs(30));
+    sink
+}
+
+/// Start tracer-agent in namespace a (host "sender"); returns once its
+/// probe is attached.
+pub fn spawn_agent(pair: &NetnsPair, args: &[&str]) -> Proc {
+    let mut cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
+    cmd.args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .args(["--probes", "tx", "--hostname", "sender", "--json"])
+        .args(args);
+    let mut agent = Proc::spawn("tracer-agent", cmd);
+    agent.wait_stderr("tx probe attached", Duration::from_secs(30));
+    agent
+}
+
+/// Stop a process with `sig`, require exit 0, return its last stdout line
+/// as JSON.
+pub fn stop_json(p: &mut Proc, sig: i32) -> serde_json::Value {
+    let (st, stdout) = p.stop(sig, Duration::from_secs(20));
+    assert!(st.success(), "exit {st}: {}", p.stderr.join("\n"));
+    serde_json::from_str(stdout.lines().last().expect("final stats line")).expect("stats JSON")
 }
 
 /// Sink in b, agent (with `agent_args`) in a, then `traffic`, then SIGINT
@@ -109,21 +149,8 @@ pub fn traced_run_with<T>(
     traffic: impl FnOnce() -> T,
 ) -> (Outcome, T) {
     let out = tempfile::tempdir().unwrap();
-    let mut sink_cmd = NetnsPair::exec(&pair.b, &bin("tracer-sink"));
-    sink_cmd
-        .args(["--listen", &format!("{}:{SINK_PORT}", pair.addr_b)])
-        .arg("--output")
-        .arg(out.path())
-        .arg("--json")
-        .args(sink_args);
-    let mut sink = Proc::spawn("tracer-sink", sink_cmd);
-    let mut agent_cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
-    agent_cmd
-        .args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
-        .args(["--probes", "tx", "--hostname", "sender", "--json"])
-        .args(agent_args);
-    let mut agent = Proc::spawn("tracer-agent", agent_cmd);
-    agent.wait_stderr("tx probe attached", Duration::from_secs(30));
+    let mut sink = spawn_sink(pair, out.path(), sink_args);
+    let mut agent = spawn_agent(pair, agent_args);
     if let Some(line) = wait_for {
         agent.wait_stderr(line, Duration::from_secs(30));
     }
@@ -131,17 +158,11 @@ pub fn traced_run_with<T>(
     let result = traffic();
     std::thread::sleep(Duration::from_millis(300));
 
-    let (st, stdout) = agent.stop(libc::SIGINT, Duration::from_secs(20));
-    assert!(st.success(), "agent exit {st}: {}", agent.stderr.join("\n"));
-    let agent_final: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("agent final stats")).unwrap();
+    let agent_final = stop_json(&mut agent, libc::SIGINT);
     assert_eq!(agent_final["final"], true);
     // Let the last datagram land before the sink drains and closes.
     std::thread::sleep(Duration::from_millis(200));
-    let (st, stdout) = sink.stop(libc::SIGTERM, Duration::from_secs(20));
-    assert!(st.success(), "sink exit {st}: {}", sink.stderr.join("\n"));
-    let sink_final: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("sink final stats")).unwrap();
+    let sink_final = stop_json(&mut sink, libc::SIGTERM);
     let netns_a = {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(NetnsPair::path(&pair.a)).unwrap().ino() as u32

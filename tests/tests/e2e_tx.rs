@@ -188,3 +188,54 @@ fn ring_buffer_overflow_is_counted_and_reaches_the_file() {
         "what fit in the ring still arrives"
     );
 }
+
+#[test]
+fn a_sink_that_restarts_receives_again_and_nothing_crashes() {
+    use tracer_e2e::scenario::{spawn_agent, spawn_sink, stop_json};
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for namespaces and BPF");
+        return;
+    }
+    let pair = NetnsPair::create("ntrrst", 235).expect("creating namespaces");
+    let (out1, out2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut sink = spawn_sink(&pair, out1.path(), &[]);
+    let mut agent = spawn_agent(&pair, &[]);
+    let first = tcp_flow(&pair, 5205, 100, 2000);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    stop_json(&mut sink, libc::SIGTERM);
+    // The sink is gone: the agent's sends fail (ICMP port unreachable).
+    tcp_flow(&pair, 5206, 100, 2000);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let mut sink = spawn_sink(&pair, out2.path(), &[]);
+    let third = tcp_flow(&pair, 5207, 100, 2000);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let agent_final = stop_json(&mut agent, libc::SIGINT);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let sink_final = stop_json(&mut sink, libc::SIGTERM);
+
+    assert!(
+        agent_final["stats"]["send_errors"].as_u64().unwrap_or(0) > 0,
+        "sends to the stopped sink should fail: {agent_final}"
+    );
+    let has_flow = |t: &tracer_e2e::pcap::Trace,
+                    (local, _): (std::net::SocketAddr, std::net::SocketAddr)| {
+        t.frames
+            .iter()
+            .any(|f| matches!(&f.event, Event::Tx(e) if e.sport == local.port()))
+    };
+    let (t1, t2) = (
+        tracer_e2e::pcap::read_dir(out1.path()),
+        tracer_e2e::pcap::read_dir(out2.path()),
+    );
+    assert!(has_flow(&t1, first), "first sink lacks the first flow");
+    assert!(
+        has_flow(&t2, third),
+        "restarted sink lacks the flow sent after its restart"
+    );
+    assert!(
+        !has_flow(&t2, first),
+        "restarted sink cannot have events sent before it started"
+    );
+    assert_eq!(sink_final["agents"][0]["host"], "sender");
+    assert_eq!(sink_final["datagrams_rejected"], 0);
+}

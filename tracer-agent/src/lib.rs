@@ -8,5 +8,4 @@ pub mod probes;
 pub mod run;
 pub mod sender;
 pub mod stats;
-pub mod timebase;
 pub mod wakeup;
