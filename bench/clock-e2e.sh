@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 cargo build --workspace --bins --locked -q
+# 10000 writes with 0.5 ms pauses: about 6 s of traffic after lock, long
+# enough for several clock updates at the test's 0.2 s interval.
 for i in $(seq "${RUNS:-3}"); do
-    cargo test -q --locked -p tracer-e2e --test e2e_clock -- --nocapture --test-threads 1 2>&1 \
+    E2E_CLOCK_CHUNKS=${CHUNKS:-10000} cargo test -q --locked -p tracer-e2e --test e2e_clock -- --nocapture --test-threads 1 2>&1 \
         | grep "events after lock"
 done

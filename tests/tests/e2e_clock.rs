@@ -39,6 +39,14 @@ fn errors_after_lock(o: &e2e_tx::Outcome) -> Vec<i64> {
         .collect()
 }
 
+/// Writes in the traced flow (bench/clock-e2e.sh asks for a longer run).
+fn chunks() -> usize {
+    std::env::var("E2E_CLOCK_CHUNKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
 fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -81,7 +89,7 @@ fn clock_sink_removes_an_injected_clock_error() {
         &args,
         &["--clock-interval", "0.2"],
         Some("state=LOCKED"),
-        || e2e_tx::tcp_flow(&pair, 5203, 300, 2000),
+        || e2e_tx::tcp_flow(&pair, 5203, chunks(), 2000),
     );
     let clocks = clock_events(&o);
     assert!(clocks.len() >= 3, "too few clock events: {}", clocks.len());
@@ -111,7 +119,7 @@ fn clock_system_shows_the_injected_clock_error() {
     let mut args = vec!["--clock", "system", "--clock-interval", "0.2"];
     args.extend(INJECT);
     let (o, _) = e2e_tx::traced_run_with(&pair, &args, &[], Some("state=LOCKED"), || {
-        e2e_tx::tcp_flow(&pair, 5204, 300, 2000)
+        e2e_tx::tcp_flow(&pair, 5204, chunks(), 2000)
     });
     assert!(clock_events(&o).iter().all(|c| c.source == 0));
     let errs = errors_after_lock(&o);
