@@ -77,17 +77,20 @@ pub async fn run_with_reporter(
         source: e,
     })?;
     let shared = Arc::new(stats::Shared::new());
+    let pool = Arc::new(batch::BatchPool::default());
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_BATCHES);
     let writer = {
         let cfg = config.clone();
         let shared = Arc::clone(&shared);
-        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, rx))
+        let pool = Arc::clone(&pool);
+        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, pool, rx))
     };
     let recv = receiver::receive(
         &socket,
         tx,
         Arc::clone(&shared),
         config.clock.clone(),
+        pool,
         shutdown,
     );
     let result = match config.stats_interval {

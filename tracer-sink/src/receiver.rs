@@ -15,7 +15,7 @@ use tokio::sync::mpsc::Sender;
 use tracer_codec::Datagram;
 
 use crate::agents::Observation;
-use crate::batch::{AgentInfo, Batch, EventMeta, ToWriter};
+use crate::batch::{AgentInfo, Batch, BatchPool, EventMeta, ToWriter};
 use crate::clock::SinkClock;
 use crate::error::SinkError;
 use crate::stats::{Shared, SharedState};
@@ -28,38 +28,153 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// is seen whole and rejected as `too_large` rather than cut.
 const RECV_BUF: usize = 65_536;
 
+/// Datagrams read per `recvmmsg` call.
+const RECV_BATCH: usize = 32;
+
+/// Buffers and headers for `recvmmsg`. The kernel writes into `bufs` and
+/// `addrs` through the pointers in `hdrs`/`iovs`, which are set up anew
+/// before every call (so moving this struct is harmless).
+struct MultiRecv {
+    bufs: Vec<u8>,
+    iovs: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_storage>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers in `iovs`/`hdrs` only ever point into this
+// struct's own vectors and are rebuilt before each use.
+unsafe impl Send for MultiRecv {}
+
+impl MultiRecv {
+    fn new() -> Self {
+        MultiRecv {
+            bufs: vec![0u8; RECV_BUF * RECV_BATCH],
+            // SAFETY: all-zero is a valid value of these plain C structs.
+            iovs: vec![unsafe { std::mem::zeroed() }; RECV_BATCH],
+            // SAFETY: as above.
+            addrs: vec![unsafe { std::mem::zeroed() }; RECV_BATCH],
+            // SAFETY: as above.
+            hdrs: vec![unsafe { std::mem::zeroed() }; RECV_BATCH],
+        }
+    }
+
+    /// One `recvmmsg(MSG_DONTWAIT)`: the number of datagrams read.
+    fn recv(&mut self, fd: std::os::fd::RawFd) -> std::io::Result<usize> {
+        for i in 0..RECV_BATCH {
+            self.iovs[i] = libc::iovec {
+                iov_base: self.bufs[i * RECV_BUF..].as_mut_ptr().cast(),
+                iov_len: RECV_BUF,
+            };
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = std::ptr::null_mut();
+            h.msg_controllen = 0;
+            h.msg_flags = 0;
+            self.hdrs[i].msg_len = 0;
+        }
+        // SAFETY: `hdrs` holds RECV_BATCH initialised headers whose name and
+        // iovec pointers point into `addrs` and `bufs` (RECV_BUF bytes
+        // each), all live and unaliased for the duration of the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                RECV_BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Datagram `i` of the last call and its source.
+    fn get(&self, i: usize) -> (&[u8], SocketAddr) {
+        let len = (self.hdrs[i].msg_len as usize).min(RECV_BUF);
+        let src = sockaddr_to_std(&self.addrs[i], self.hdrs[i].msg_hdr.msg_namelen)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        (&self.bufs[i * RECV_BUF..i * RECV_BUF + len], src)
+    }
+}
+
+fn sockaddr_to_std(a: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    let len = len as usize;
+    match a.ss_family as libc::c_int {
+        libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says it is a sockaddr_in, and
+            // sockaddr_storage is large and aligned enough for one.
+            let v4 = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::from((
+                u32::from_be(v4.sin_addr.s_addr).to_be_bytes(),
+                u16::from_be(v4.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for sockaddr_in6.
+            let v6 = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                v6.sin6_addr.s6_addr.into(),
+                u16::from_be(v6.sin6_port),
+                v6.sin6_flowinfo,
+                v6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
 struct Receiver {
     clock: SinkClock,
     batch: Batch,
     new_agents: Vec<AgentInfo>,
-    buf: Vec<u8>,
+    mm: MultiRecv,
+    pool: Arc<BatchPool>,
 }
 
 impl Receiver {
-    /// Read datagrams until the socket is empty or the batch is full.
-    /// Returns true when the socket had nothing more (`WouldBlock`).
+    /// Read datagrams (up to RECV_BATCH per system call) until the socket
+    /// is empty or the batch is full. Returns true when the socket had
+    /// nothing more (`WouldBlock`).
     ///
     /// `direct` bypasses tokio's cached readiness (used to drain at
     /// shutdown, when datagrams may be queued that the reactor has not
-    /// reported yet).
+    /// reported yet). The stats lock is held only while datagrams are
+    /// handled, not across the system calls.
     fn read_burst(&mut self, socket: &UdpSocket, shared: &Shared, direct: bool) -> bool {
-        let mut st = shared.lock();
+        use std::os::fd::AsRawFd;
+        let fd = socket.as_raw_fd();
         while self.batch.events.len() < MAX_BATCH_EVENTS {
             let got = if direct {
-                recv_direct(socket, &mut self.buf)
+                self.mm.recv(fd)
             } else {
-                socket.try_recv_from(&mut self.buf)
+                let mm = &mut self.mm;
+                socket.try_io(tokio::io::Interest::READABLE, || match mm.recv(fd) {
+                    // Nothing read: WouldBlock clears tokio's readiness.
+                    Ok(0) => Err(ErrorKind::WouldBlock.into()),
+                    r => r,
+                })
             };
             match got {
-                Ok((n, src)) => {
+                Ok(0) => return true,
+                Ok(n) => {
                     let now = self.clock.now_ns();
+                    let mut st = shared.lock();
                     let Receiver {
-                        buf,
+                        mm,
                         batch,
                         new_agents,
                         ..
                     } = self;
-                    handle_datagram(&mut st, batch, new_agents, &buf[..n], src, now);
+                    for i in 0..n {
+                        let (bytes, src) = mm.get(i);
+                        handle_datagram(&mut st, batch, new_agents, bytes, src, now);
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -80,22 +195,11 @@ impl Receiver {
             tx.send(ToWriter::Agent(a)).await.map_err(writer_gone)?;
         }
         if !self.batch.events.is_empty() {
-            let b = std::mem::replace(&mut self.batch, Batch::new());
+            let b = std::mem::replace(&mut self.batch, self.pool.take());
             tx.send(ToWriter::Batch(b)).await.map_err(writer_gone)?;
         }
         Ok(())
     }
-}
-
-/// `recvfrom` on the socket's fd without consulting tokio's readiness.
-fn recv_direct(socket: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    // SAFETY: the fd is open and owned by `socket`, which outlives this
-    // call; ManuallyDrop stops the temporary std socket from closing it.
-    let s = std::mem::ManuallyDrop::new(unsafe {
-        std::net::UdpSocket::from_raw_fd(socket.as_raw_fd())
-    });
-    s.recv_from(buf)
 }
 
 fn writer_gone<T>(_: T) -> SinkError {
@@ -169,13 +273,15 @@ pub(crate) async fn receive(
     tx: Sender<ToWriter>,
     shared: Arc<Shared>,
     clock: SinkClock,
+    pool: Arc<BatchPool>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), SinkError> {
     let mut r = Receiver {
         clock,
-        batch: Batch::new(),
+        batch: pool.take(),
         new_agents: Vec::new(),
-        buf: vec![0u8; RECV_BUF],
+        mm: MultiRecv::new(),
+        pool,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -210,4 +316,36 @@ pub(crate) async fn receive(
     }
     tracing::debug!("receiver drained the socket");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_addresses_convert_like_std() {
+        for s in [
+            "127.0.0.1:7420",
+            "10.1.2.3:1",
+            "[::1]:65535",
+            "[fe80::1%7]:5201",
+            "[2001:db8::ff]:0",
+        ] {
+            let want: SocketAddr = s.parse().unwrap();
+            let sa = socket2::SockAddr::from(want);
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            // SAFETY: copies `len` (<= size of sockaddr_storage) bytes from
+            // a live SockAddr into a live, distinct sockaddr_storage.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    sa.as_ptr().cast::<u8>(),
+                    (&mut st as *mut libc::sockaddr_storage).cast::<u8>(),
+                    sa.len() as usize,
+                );
+            }
+            assert_eq!(sockaddr_to_std(&st, sa.len()), Some(want), "{s}");
+            assert_eq!(sockaddr_to_std(&st, 2), None);
+        }
+    }
 }

@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::Receiver;
 use tracer_codec::{CaptureRecord, RawRecord, RECORD_HEADER_LEN};
 
-use crate::batch::{AgentInfo, Batch, ToWriter};
+use crate::batch::{AgentInfo, Batch, BatchPool, ToWriter};
 use crate::config::SinkConfig;
 use crate::pcapng::{IsbInfo, TraceFile, WriteFailure};
 use crate::reorder::{Release, ReorderBuffer};
@@ -33,11 +33,19 @@ pub(crate) struct Writer {
     closed_bytes: u64,
     last_ts: u64,
     summarizer: Summarizer,
+    /// Where written batches go back to the receive task.
+    pool: Arc<BatchPool>,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
-pub(crate) fn run_writer(cfg: SinkConfig, shared: Arc<Shared>, mut rx: Receiver<ToWriter>) {
+pub(crate) fn run_writer(
+    cfg: SinkConfig,
+    shared: Arc<Shared>,
+    pool: Arc<BatchPool>,
+    mut rx: Receiver<ToWriter>,
+) {
     let mut w = Writer {
+        pool,
         reorder: ReorderBuffer::new(cfg.reorder_window, cfg.reorder_max_events),
         cfg,
         shared,
@@ -153,6 +161,14 @@ impl Writer {
                 self.counters.reorder_overflow += 1;
             }
             self.write_one(ts, &b, i as usize);
+            self.recycle(b);
+        }
+    }
+
+    /// Hand a batch back to the receive task once its last event is written.
+    fn recycle(&self, b: Rc<Batch>) {
+        if let Ok(b) = Rc::try_unwrap(b) {
+            self.pool.give(b);
         }
     }
 
@@ -160,6 +176,7 @@ impl Writer {
     fn release_all(&mut self) {
         while let Some((ts, (b, i))) = self.reorder.pop_any() {
             self.write_one(ts, &b, i as usize);
+            self.recycle(b);
         }
     }
 
