@@ -6,11 +6,13 @@
 #    (median of RUNS runs) and we report the send rate and the loss;
 # 2. paced: the send rate steps up through RATES until the first loss; the
 #    highest loss-free rate is the sink's sustainable ingest rate.
+#    Each loss-free step also shows the sink's CPU time per event (user +
+#    system, both threads), steadier than rates on a shared machine.
 # Both with and without per-event comments, for MTU-sized (1472-byte) and
 # large (65000-byte) datagrams.
 #
 # Environment knobs: EVENTS (default 2000000), SENDERS (2), RUNS (3),
-# RATES ("250000 500000 750000 1000000 1250000 1500000"),
+# RATES ("250000 500000 750000 1000000 1250000 1500000 1750000 2000000"),
 # BENCH_OUT_DIR (where the sink writes; default a fresh dir under
 # ${TMPDIR:-/tmp}; use /dev/shm to take the disk out of the picture).
 set -euo pipefail
@@ -19,12 +21,13 @@ cd "$(dirname "$0")/.."
 EVENTS=${EVENTS:-2000000}
 SENDERS=${SENDERS:-2}
 RUNS=${RUNS:-3}
-RATES=${RATES:-"250000 500000 750000 1000000 1250000 1500000"}
+RATES=${RATES:-"250000 500000 750000 1000000 1250000 1500000 1750000 2000000"}
 BASE=${BENCH_OUT_DIR:-${TMPDIR:-/tmp}}
 WORK=$(mktemp -d "$BASE/sink-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 cargo build --release -q -p tracer-sink --bins --examples
+HZ=$(getconf CLK_TCK)
 SINK=target/release/tracer-sink
 FLOOD=target/release/examples/flood
 
@@ -34,30 +37,37 @@ json_field() { # name, json line
     sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$2"
 }
 
-# run_once SIZE RATE EVENTS COMMENTS -> "sent written send_rate"
+# run_once SIZE RATE EVENTS COMMENTS -> "sent written send_rate sink_cpu_ticks"
 run_once() {
     local size=$1 rate=$2 events=$3 comments=$4
     local port=$((20000 + RANDOM % 20000))
     local out="$WORK/out.$port.$RANDOM"
     local extra=()
     [[ $comments == off ]] && extra+=(--no-comments)
+    # Fresh log and stats files per run: with shared ones, the previous
+    # run's "started" line could let the senders start before this sink
+    # has bound its socket (all of a short run then lost).
+    local log="$out.log" stats="$out.stats.json"
     "$SINK" --listen "127.0.0.1:$port" --output "$out" --json --stats-interval 0 \
-        "${extra[@]}" >"$WORK/stats.json" 2>"$WORK/sink.log" &
+        "${extra[@]}" >"$stats" 2>"$log" &
     local pid=$!
     for _ in $(seq 50); do
-        grep -q "tracer-sink started" "$WORK/sink.log" && break
+        grep -q "tracer-sink started" "$log" 2>/dev/null && break
         sleep 0.1
     done
     local f
     f=$("$FLOOD" --target "127.0.0.1:$port" --senders "$SENDERS" --events "$events" \
         --datagram-size "$size" --rate "$rate")
     sleep 0.5 # let the reorder window pass; SIGTERM drains the socket anyway
+    # Sink CPU time (user + system, clock ticks) before the final drain.
+    local ticks
+    ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     kill -TERM "$pid"
     wait "$pid"
     local s
-    s=$(tail -n 1 "$WORK/stats.json")
-    echo "$(json_field events_sent "$f") $(json_field events_written "$s") $(json_field events_per_s "$f")"
-    rm -rf "$out" 2>/dev/null || true
+    s=$(tail -n 1 "$stats")
+    echo "$(json_field events_sent "$f") $(json_field events_written "$s") $(json_field events_per_s "$f") $ticks"
+    rm -rf "$out" "$log" "$stats" 2>/dev/null || true
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -67,7 +77,7 @@ for size in 1472 65000; do
         rates=()
         losses=()
         for _ in $(seq "$RUNS"); do
-            read -r sent written rate < <(run_once "$size" 0 "$EVENTS" "$comments")
+            read -r sent written rate _ < <(run_once "$size" 0 "$EVENTS" "$comments")
             rates+=("$rate")
             losses+=("$(awk -v s="$sent" -v w="$written" 'BEGIN {printf "%.2f", 100 * (s - w) / s}')")
         done
@@ -81,10 +91,11 @@ for size in 1472 65000; do
         best=0
         for rate in $RATES; do
             n=$((rate * 2)) # two seconds at this rate
-            read -r sent written actual < <(run_once "$size" "$rate" "$n" "$comments")
+            read -r sent written actual ticks < <(run_once "$size" "$rate" "$n" "$comments")
+            cpu=$(awk -v t="$ticks" -v hz="$HZ" -v w="$written" 'BEGIN {printf "%.0f", w ? 1e9 * t / hz / w : 0}')
             if [[ $sent == "$written" ]]; then
                 best=$rate
-                echo "paced size=$size comments=$comments rate=$rate (actual ${actual}): zero loss"
+                echo "paced size=$size comments=$comments rate=$rate (actual ${actual}): zero loss, sink CPU ${cpu} ns/event"
             else
                 echo "paced size=$size comments=$comments rate=$rate (actual ${actual}): lost $((sent - written)) of $sent"
                 break
