@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use tracer_codec::{Event, TxEvent, TxStage};
+use tracer_codec::{Event, EventKind, RawRecord, TxEvent, TxStage, RECORD_HEADER_LEN};
 
 type FlowKey = ([u8; 16], [u8; 16], u16, u16, u8);
 
@@ -57,7 +57,63 @@ fn slot(k: &FlowKey) -> usize {
     (h >> 56) as usize & (FLOW_CACHE - 1)
 }
 
+/// The TX event in a record body, read at its fixed wire offsets: the
+/// same result as [`TxEvent::decode_body`] (a unit test holds them
+/// together), without the general decoder's cost. `None` where
+/// `decode_body` fails.
+pub(crate) fn tx_from_body(body: &[u8]) -> Option<TxEvent> {
+    let b: &[u8; TxEvent::BODY_LEN] = body.get(..TxEvent::BODY_LEN)?.try_into().ok()?;
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
+    let u16_at = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+    let a16 = |o: usize| -> [u8; 16] { b[o..o + 16].try_into().unwrap_or_default() };
+    let ev = TxEvent {
+        mono_ns: u64_at(0),
+        global_ns: u64_at(8),
+        hw_ns: u64_at(16),
+        cookie: u64_at(24),
+        tskey: u32_at(32),
+        seq: u32_at(36),
+        netns: u32_at(40),
+        cpu: u32_at(44),
+        pid: u32_at(48),
+        tid: u32_at(52),
+        stage: b[56],
+        family: b[57],
+        sport: u16_at(58),
+        dport: u16_at(60),
+        saddr: a16(62),
+        daddr: a16(78),
+        comm: a16(94),
+    };
+    (ev.stage().is_some() && (ev.family == 4 || ev.family == 6)).then_some(ev)
+}
+
 impl Summarizer {
+    /// Append the summary of the wire record `rec` (kind, length, body)
+    /// to `o`; nothing if the record does not decode.
+    pub fn summarize_record(&mut self, rec: &[u8], o: &mut Vec<u8>) {
+        if rec.len() < RECORD_HEADER_LEN {
+            return;
+        }
+        let kind = u16::from_le_bytes([rec[0], rec[1]]);
+        let body = &rec[RECORD_HEADER_LEN..];
+        if kind == EventKind::TX {
+            if let Some(e) = tx_from_body(body) {
+                self.tx(&e, o);
+            }
+            return;
+        }
+        let raw = RawRecord {
+            kind,
+            body,
+            bytes: rec,
+        };
+        if let Ok(ev) = raw.decode() {
+            self.summarize_into(&ev, o);
+        }
+    }
+
     /// The summary of `ev`, valid until the next call.
     #[cfg(test)]
     pub fn summarize(&mut self, ev: &Event) -> &str {
@@ -176,5 +232,66 @@ mod tests {
         }
         let u = Event::Unknown { kind: 9, len: 3 };
         assert_eq!(s.summarize(&u), u.summary());
+    }
+
+    #[test]
+    fn fixed_offset_tx_decode_matches_the_codec() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..2000u32 {
+            let mut body = vec![0u8; TxEvent::BODY_LEN + (i % 3) as usize];
+            for b in body.iter_mut() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *b = seed as u8;
+            }
+            // Mostly valid stage and family, sometimes not.
+            if i % 5 != 0 {
+                body[56] = (i % 5) as u8;
+                body[57] = if i % 2 == 0 { 4 } else { 6 };
+            }
+            assert_eq!(
+                tx_from_body(&body),
+                TxEvent::decode_body(&body).ok(),
+                "{body:?}"
+            );
+            let short = &body[..TxEvent::BODY_LEN - 1];
+            assert_eq!(tx_from_body(short), None);
+        }
+        // Through the encoder too, and the record-level summary.
+        let mut s = Summarizer::default();
+        let mut ev = TxEvent {
+            mono_ns: 1,
+            global_ns: 2,
+            hw_ns: 3,
+            cookie: 4,
+            tskey: 5,
+            seq: 6,
+            netns: 7,
+            cpu: 8,
+            pid: 9,
+            tid: 10,
+            stage: 4,
+            comm: *b"abcdefghijklmnop",
+            ..TxEvent::default()
+        };
+        ev.set_flow(&Flow {
+            saddr: "fd00::1".parse().unwrap(),
+            daddr: "fd00::2".parse().unwrap(),
+            sport: 11,
+            dport: 12,
+        });
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&EventKind::TX.to_le_bytes());
+        rec.extend_from_slice(&(TxEvent::BODY_LEN as u16).to_le_bytes());
+        ev.encode_body(&mut rec);
+        assert_eq!(tx_from_body(&rec[4..]), Some(ev));
+        let mut out = Vec::new();
+        s.summarize_record(&rec, &mut out);
+        assert_eq!(out, ev.summary().into_bytes());
+        rec[4 + 56] = 99; // bad stage: no comment, like a failed decode
+        out.clear();
+        s.summarize_record(&rec, &mut out);
+        assert!(out.is_empty());
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc::Receiver;
-use tracer_codec::{CaptureRecord, RawRecord, RECORD_HEADER_LEN};
+use tracer_codec::CaptureRecord;
 
 use crate::batch::{AgentInfo, Batch, BatchPool, ToWriter};
 use crate::config::SinkConfig;
@@ -222,14 +222,7 @@ impl Writer {
                     // The receiver validated the record; decode again here
                     // so the summary's cost lands on the writer's core, not
                     // the receiver's.
-                    let raw = RawRecord {
-                        kind: u16::from_le_bytes([rec[0], rec[1]]),
-                        body: &rec[RECORD_HEADER_LEN..],
-                        bytes: rec,
-                    };
-                    if let Ok(ev) = raw.decode() {
-                        summarizer.summarize_into(&ev, out);
-                    }
+                    summarizer.summarize_record(rec, out);
                 }
             },
         );
