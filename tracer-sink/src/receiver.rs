@@ -163,9 +163,9 @@ impl Receiver {
             match got {
                 Ok(0) => return true,
                 Ok(n) => {
-                    let now = self.clock.now_ns();
                     let mut st = shared.lock();
                     let Receiver {
+                        clock,
                         mm,
                         batch,
                         new_agents,
@@ -173,6 +173,7 @@ impl Receiver {
                     } = self;
                     for i in 0..n {
                         let (bytes, src) = mm.get(i);
+                        let now = clock.now_ns();
                         handle_datagram(&mut st, batch, new_agents, bytes, src, now);
                     }
                 }
