@@ -6,9 +6,12 @@
 //! `127.0.0.1:0`. Data path:
 //!
 //! ```text
-//! UDP socket -> receive task (tokio): Datagram::decode, per-agent sequence
-//!            -> batches over a bounded channel
-//!            -> writer thread: reorder buffer -> pcapng (pcap-file) -> files
+//! UDP socket -> receive task (tokio): recvmmsg, Datagram::decode,
+//!               per-agent sequence
+//!            -> batches over a bounded channel (recycled through a pool)
+//!            -> writer thread: reorder buffer (time buckets) -> pcapng
+//!               (SHB/IDB/ISB by pcap-file, EPBs encoded in place) -> files
+//!               (written in 1 MiB chunks, write-behind)
 //! ```
 //!
 //! Loss is never silent: rejected datagrams are counted by reason and by

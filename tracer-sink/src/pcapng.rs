@@ -1,7 +1,9 @@
 //! One pcapng output file: SHB, one IDB per agent, EPBs, ISBs at close.
 //!
-//! Blocks are encoded by `pcap-file` into an in-memory buffer that is
-//! written to the file in large chunks (the crate's writer does not buffer).
+//! Blocks are encoded into an in-memory buffer that is written to the
+//! file in large chunks (the crate's writer does not buffer): SHB, IDBs
+//! and ISBs by `pcap-file`, EPBs (one per event, the hot path) by hand in
+//! [`encode_epb`], byte for byte what `pcap-file` would write.
 //! Because the buffer is only ever written whole, the sink knows the last
 //! file offset that ends on a block boundary: after a failed write (full
 //! disk) it truncates the file back to it, so the file stays a valid
