@@ -83,13 +83,15 @@ echo "== (b) busy CPU seconds for ${SECS}s of iperf3 -b $RATE, $ROUNDS alternati
 : > "$WORK/cpu.txt"
 for r in $(seq "$ROUNDS"); do
     for mode in none 1 100; do
+        AGENT=0
         [[ $mode != none ]] && start_agent "$mode"
-        j0=$(busy_jiffies); s0=$(proc_jiffies $SINK)
+        j0=$(busy_jiffies); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)
         inns $A iperf3 -c $AB -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
-        j1=$(busy_jiffies); s1=$(proc_jiffies $SINK)
+        j1=$(busy_jiffies); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
         extra="0 0 0 0"
         [[ $mode != none ]] && extra=$(stop_agent)
-        echo "$mode $(( j1 - j0 )) $(gbps "$WORK/iperf.json") $extra $(( s1 - s0 ))" | tee -a "$WORK/cpu.txt"
+        echo "$mode $(( j1 - j0 )) $(gbps "$WORK/iperf.json") $extra $(( s1 - s0 )) $(( a1 - a0 ))" \
+            | tee -a "$WORK/cpu.txt"
     done
 done
 
@@ -108,7 +110,7 @@ done
 python3 - "$WORK/cpu.txt" "$WORK/tput.txt" "$HZ" <<'PY'
 import sys, statistics as st
 cpu, tput, hz = sys.argv[1], sys.argv[2], int(sys.argv[3])
-# cpu.txt: mode busy_jiffies gbps bpf_ns bpf_runs events lost sink_jiffies
+# cpu.txt: mode busy_jiffies gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies
 rows = [l.split() for l in open(cpu)]
 def col(rows, mode, i): return [float(r[i]) for r in rows if r[0] == mode and len(r) > i]
 def spread(v): return f"median {st.median(v):9.3f}  min {min(v):9.3f}  max {max(v):9.3f}"
@@ -119,6 +121,11 @@ for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent
     print(f"traced-host CPU s  {label:18s} {spread(host[m])}  ratio {st.median(host[m])/st.median(host['none']):6.3f}")
 for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent, 1 in 100")):
     print(f"machine CPU s (incl. sink) {label:10s} {spread(whole[m])}  ratio {st.median(whole[m])/st.median(whole['none']):6.3f}")
+for m, label in (("1", "every skb"), ("100", "1 in 100")):
+    ag = [x / hz for x in col(rows, m, 8)]
+    bpf = [float(r[3]) * float(r[4]) / 1e9 for r in rows if r[0] == m]
+    if ag:
+        print(f"agent process CPU s ({label:9s}) {spread(ag)}   BPF program CPU s {spread(bpf)}")
 for m, label in (("1", "every skb"), ("100", "1 in 100")):
     ns = [x for x in col(rows, m, 3) if x > 0]
     if ns:

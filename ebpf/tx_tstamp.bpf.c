@@ -48,7 +48,20 @@ static __always_inline void count(__u32 idx)
 
 static __always_inline __u32 sock_netns(struct bpf_sock_ops_kern *k)
 {
-	return BPF_CORE_READ(k->sk, __sk_common.skc_net.net, ns.inum);
+	struct sock *sk = k->sk;
+
+	/* Direct loads through BTF pointers: fault-safe, no helper call. */
+	if (!sk)
+		return 0;
+	return sk->__sk_common.skc_net.net->ns.inum;
+}
+
+/* Filter every callback, not only ESTABLISHED: TX timestamping is a flag of
+ * the socket, so once any program (another agent tracing another namespace)
+ * has enabled it, every attached program gets the socket's callbacks. */
+static __always_inline bool other_netns(struct bpf_sock_ops_kern *k)
+{
+	return target_netns && sock_netns(k) != target_netns;
 }
 
 /* Established socket: enable TX timestamping callbacks if it is ours. */
@@ -57,7 +70,7 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
 	int flags = SK_BPF_CB_TX_TIMESTAMPING;
 
-	if (target_netns && sock_netns(k) != target_netns)
+	if (other_netns(k))
 		return 1;
 	if (bpf_setsockopt(skops, SOL_SOCKET, SK_BPF_CB_FLAGS, &flags,
 			   sizeof(flags))) {
@@ -114,7 +127,7 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 		if (stage == TX_SENDMSG || stage == TX_ACK)
 			r->seq = *(__u32 *)skb->cb;
 	}
-	r->netns = target_netns ? target_netns : sock_netns(k);
+	r->netns = sock_netns(k);
 	r->cpu = bpf_get_smp_processor_id();
 	r->stage = stage;
 	r->sport = skops->local_port;
@@ -160,15 +173,16 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock_ops_kern *k;
 	__u32 op = skops->op;
+	__u8 stage;
 
 	switch (op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		return on_established(skops);
 	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
-		if (sampled_out())
-			return 1;
 		k = bpf_cast_to_kern_ctx(skops);
+		if (other_netns(k) || sampled_out())
+			return 1;
 		if (bpf_sock_ops_enable_tx_tstamp(k, 0)) {
 			count(CTR_TAG_ERR);
 			return 1;
@@ -176,18 +190,23 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 		emit(skops, k, TX_SENDMSG);
 		return 1;
 	case BPF_SOCK_OPS_TSTAMP_SCHED_CB:
-		emit(skops, bpf_cast_to_kern_ctx(skops), TX_SCHED);
-		return 1;
+		stage = TX_SCHED;
+		break;
 	case BPF_SOCK_OPS_TSTAMP_SND_SW_CB:
-		emit(skops, bpf_cast_to_kern_ctx(skops), TX_SND_SW);
-		return 1;
+		stage = TX_SND_SW;
+		break;
 	case BPF_SOCK_OPS_TSTAMP_SND_HW_CB:
-		emit(skops, bpf_cast_to_kern_ctx(skops), TX_SND_HW);
-		return 1;
+		stage = TX_SND_HW;
+		break;
 	case BPF_SOCK_OPS_TSTAMP_ACK_CB:
-		emit(skops, bpf_cast_to_kern_ctx(skops), TX_ACK);
+		stage = TX_ACK;
+		break;
+	default:
 		return 1;
 	}
+	k = bpf_cast_to_kern_ctx(skops);
+	if (!other_netns(k))
+		emit(skops, k, stage);
 	return 1;
 }
 

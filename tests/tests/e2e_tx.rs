@@ -17,6 +17,15 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         return;
     }
     let pair = NetnsPair::create("ntre2e", 231).expect("creating namespaces");
+    // A second agent tracing this (root) namespace turns TX timestamping on
+    // for the noise flows' sockets: ours must still report none of them.
+    let mut other = {
+        let mut c = std::process::Command::new(tracer_e2e::bins::bin("tracer-agent"));
+        c.args(["--sink", "127.0.0.1:9", "--hostname", "rootns", "--json"]);
+        let mut p = tracer_e2e::procs::Proc::spawn("root-ns agent", c);
+        p.wait_stderr("tx probe attached", std::time::Duration::from_secs(30));
+        p
+    };
     let (o, (t0, t1, local, peer, noise_port, noise_port2)) = traced_run(&pair, &[], || {
         let t0 = tai_now_ns();
         let noise_port = noise_flow();
@@ -24,6 +33,11 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         let noise_port2 = noise_flow();
         (t0, tai_now_ns(), local, peer, noise_port, noise_port2)
     });
+    let other_final = tracer_e2e::scenario::stop_json(&mut other, libc::SIGINT);
+    assert!(
+        other_final["stats"]["events_by_stage"][0].as_u64() > Some(0),
+        "the root-namespace agent saw the noise flows: {other_final}"
+    );
     assert_eq!(o.agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
     let (trace, netns_a) = (&o.trace, o.netns_a);
     assert_eq!(

@@ -3,8 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -157,6 +156,46 @@ struct Cli {
     btf: PathBuf,
 }
 
+/// The error and its causes on one line, skipping a cause whose text the
+/// message before it already contains.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+/// Set by SIGINT/SIGTERM; the main loop polls it.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Catch SIGINT and SIGTERM. Installed with sigaction so that a SIGINT
+/// ignored by the parent (a shell starts background jobs that way) is
+/// caught too: Ctrl-C or `kill -INT` must always detach cleanly.
+fn install_stop_handlers() -> std::io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        act.sa_flags = libc::SA_RESTART;
+        // SAFETY: act is initialised; the old action is not needed.
+        if unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 fn parse_u64(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
@@ -176,7 +215,7 @@ fn main() -> std::process::ExitCode {
     match real_main() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tracer-agent: error: {e:#}");
+            eprintln!("tracer-agent: error: {}", error_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }
@@ -208,11 +247,8 @@ fn real_main() -> anyhow::Result<()> {
             "the sink port is 65535: pass --clock-port with the sink's clock responder port",
         )?,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing the SIGINT/SIGTERM handlers")?;
-    }
+    install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
+    let stop = &STOP;
     let cfg = AgentConfig {
         sink: cli.sink,
         cgroup: cli
@@ -248,7 +284,7 @@ fn real_main() -> anyhow::Result<()> {
             inject_drift_ppm: cli.inject_clock_drift_ppm,
         },
     };
-    let stats = run(&cfg, &stop)?;
+    let stats = run(&cfg, stop)?;
     print_stats(&stats, cfg.json, true);
     Ok(())
 }
