@@ -66,8 +66,12 @@ start_agent() { # sample_every
     done
     echo "agent did not start:"; cat "$WORK/agent.err"; exit 1
 }
+# Call in this shell (not inside $(...)): only the parent can wait for it.
 stop_agent() {
-    kill -INT "$AGENT"; wait "$AGENT" || true
+    kill -INT "$AGENT"
+    wait "$AGENT" || echo "agent exit $?: $(tail -2 "$WORK/agent.err")" >&2
+}
+agent_stats() {
     tail -1 "$WORK/agent.out" | python3 -c '
 import json,sys
 try:
@@ -89,7 +93,7 @@ for r in $(seq "$ROUNDS"); do
         inns $A iperf3 -c $AB -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
         j1=$(busy_jiffies); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
         extra="0 0 0 0"
-        [[ $mode != none ]] && extra=$(stop_agent)
+        if [[ $mode != none ]]; then stop_agent; extra=$(agent_stats); fi
         echo "$mode $(( j1 - j0 )) $(gbps "$WORK/iperf.json") $extra $(( s1 - s0 )) $(( a1 - a0 ))" \
             | tee -a "$WORK/cpu.txt"
     done
@@ -102,7 +106,7 @@ for r in $(seq "$TPUT_ROUNDS"); do
         [[ $mode != none ]] && start_agent 1
         inns $A iperf3 -c $AB -t "$TPUT_SECS" -J > "$WORK/iperf.json"
         extra="0 0 0 0"
-        [[ $mode != none ]] && extra=$(stop_agent)
+        if [[ $mode != none ]]; then stop_agent; extra=$(agent_stats); fi
         echo "$mode $(gbps "$WORK/iperf.json") $extra" | tee -a "$WORK/tput.txt"
     done
 done
