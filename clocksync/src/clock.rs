@@ -384,6 +384,8 @@ pub struct SourceOptions {
     /// Readings per sample (0 = default: [`DEFAULT_READS`], or the
     /// exchange's burst size).
     pub reads: usize,
+    /// For `sink:`: use this interface's NIC hardware stamps.
+    pub hw_iface: Option<String>,
 }
 
 impl SourceSpec {
@@ -408,6 +410,7 @@ impl SourceSpec {
             SourceSpec::Sink(addr) => {
                 let mut cfg = crate::exchange::ExchangeConfig {
                     injection: opts.injection,
+                    hw_iface: opts.hw_iface.clone(),
                     ..Default::default()
                 };
                 if opts.reads != 0 {

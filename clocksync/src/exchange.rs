@@ -245,6 +245,58 @@ pub enum StampMode {
     /// `clock_gettime(CLOCK_REALTIME)` right before send / after receive:
     /// the user-space stamping trace-cmd does, for comparison only.
     User,
+    /// NIC hardware stamps (SO_TIMESTAMPING raw hardware, in PHC time),
+    /// mapped to CLOCK_MONOTONIC through the NIC's PHC. The NIC must have
+    /// hardware timestamping switched on (ptp4l does; so does
+    /// `hwstamp_ctl -i IF -t 1 -r 1`).
+    Hardware,
+}
+
+/// Hardware stamps only (the NIC's PHC time).
+pub const HARDWARE_FLAGS: u32 =
+    SOF_TX_HARDWARE | SOF_RX_HARDWARE | SOF_RAW_HARDWARE | SOF_OPT_ID | SOF_OPT_TSONLY;
+
+/// The PHC whose time a NIC's hardware stamps are in, and the mapping of
+/// that time to CLOCK_MONOTONIC, refreshed before each exchange.
+pub struct PhcMap {
+    phc: Box<dyn ReferenceClock>,
+    /// `phc - monotonic`, ns, from the last refresh.
+    offset_ns: i64,
+}
+
+impl std::fmt::Debug for PhcMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PhcMap")
+            .field("phc", &self.phc.name())
+            .field("offset_ns", &self.offset_ns)
+            .finish()
+    }
+}
+
+impl PhcMap {
+    /// Map stamps of `phc` (the NIC's clock, e.g. `PhcClock::for_interface`).
+    pub fn new(phc: Box<dyn ReferenceClock>) -> Result<Self, ClockError> {
+        let mut m = PhcMap { phc, offset_ns: 0 };
+        m.refresh()?;
+        Ok(m)
+    }
+
+    /// The PHC of a network interface.
+    pub fn for_interface(iface: &str) -> Result<Self, ClockError> {
+        Self::new(Box::new(crate::phc::PhcClock::for_interface(iface)?))
+    }
+
+    /// Re-measure `phc - monotonic` (one cross-timestamp sample).
+    pub fn refresh(&mut self) -> Result<(), ClockError> {
+        let s = self.phc.sample()?;
+        self.offset_ns = s.ref_minus_mono_ns();
+        Ok(())
+    }
+
+    /// A hardware stamp (PHC ns) on the monotonic axis.
+    pub fn to_mono(&self, phc_ns: u64) -> u64 {
+        phc_ns.wrapping_sub(self.offset_ns as u64)
+    }
 }
 
 // --- socket plumbing ------------------------------------------------------
@@ -274,6 +326,8 @@ struct Received {
     from: Option<SocketAddr>,
     /// Software stamp (CLOCK_REALTIME), ns.
     sw_ns: Option<u64>,
+    /// Raw hardware stamp (the NIC's PHC time), ns.
+    hw_ns: Option<u64>,
     /// OPT_ID key of a TX stamp (error queue only).
     tx_key: Option<u32>,
 }
@@ -339,13 +393,25 @@ fn recv_stamped(sock: &UdpSocket, buf: &mut [u8], errqueue: bool) -> std::io::Re
             None
         },
         sw_ns: None,
+        hw_ns: None,
         tx_key: None,
     };
-    // SAFETY: msg was filled by recvmsg; the CMSG_* macros walk its control
-    // buffer within msg_controllen, and each payload is read unaligned
-    // only when its cmsg_len covers the type read.
+    // SAFETY: msg was filled by recvmsg.
+    unsafe { parse_control(&msg, &mut out) };
+    Ok(out)
+}
+
+/// Read the timestamping control messages of a received `msg` into `out`.
+///
+/// # Safety
+/// `msg.msg_control` must point to `msg.msg_controllen` readable bytes
+/// holding well-formed cmsg headers (as recvmsg leaves them).
+unsafe fn parse_control(msg: &libc::msghdr, out: &mut Received) {
+    // SAFETY: the caller guarantees the control buffer; the CMSG_* macros
+    // walk it within msg_controllen, and each payload is read unaligned only
+    // when its cmsg_len covers the type read.
     unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
             let h = &*c;
             let data = libc::CMSG_DATA(c);
@@ -354,18 +420,19 @@ fn recv_stamped(sock: &UdpSocket, buf: &mut [u8], errqueue: bool) -> std::io::Re
             let is_err = (h.cmsg_level == libc::SOL_IP && h.cmsg_type == IP_RECVERR)
                 || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == IPV6_RECVERR);
             if is_ts && payload >= 3 * size_of::<libc::timespec>() {
+                // ts[0] software, ts[1] deprecated, ts[2] raw hardware.
                 let ts: [libc::timespec; 3] = std::ptr::read_unaligned(data.cast());
                 out.sw_ns = timespec_ns(&ts[0]);
+                out.hw_ns = timespec_ns(&ts[2]);
             } else if is_err && payload >= size_of::<libc::sock_extended_err>() {
                 let e: libc::sock_extended_err = std::ptr::read_unaligned(data.cast());
                 if e.ee_errno == libc::ENOMSG as u32 && e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
                     out.tx_key = Some(e.ee_data);
                 }
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
+            c = libc::CMSG_NXTHDR(msg, c);
         }
     }
-    Ok(out)
 }
 
 /// Wait until the socket is readable (or has an error-queue entry).
@@ -398,13 +465,26 @@ fn wait_readable(sock: &UdpSocket, deadline: Instant, errqueue: bool) -> Result<
     Ok(rc > 0)
 }
 
+/// The stamp of a received datagram or error-queue entry that `mode` uses.
+fn kernel_stamp(r: &Received, mode: StampMode) -> Option<u64> {
+    match mode {
+        StampMode::Hardware => r.hw_ns,
+        _ => r.sw_ns,
+    }
+}
+
 /// Read the TX stamp with OPT_ID key `key` from the error queue.
-fn tx_stamp(sock: &UdpSocket, key: u32, deadline: Instant) -> Result<u64, ClockError> {
+fn tx_stamp(
+    sock: &UdpSocket,
+    key: u32,
+    mode: StampMode,
+    deadline: Instant,
+) -> Result<u64, ClockError> {
     let mut buf = [0u8; 64];
     loop {
         match recv_stamped(sock, &mut buf, true) {
             Ok(r) => {
-                if let (Some(k), Some(t)) = (r.tx_key, r.sw_ns) {
+                if let (Some(k), Some(t)) = (r.tx_key, kernel_stamp(&r, mode)) {
                     if k == key {
                         return Ok(t);
                     }
@@ -449,7 +529,7 @@ fn send_stamped(
     *sent = sent.wrapping_add(1);
     match user {
         Some(t) => Ok(t),
-        None => tx_stamp(sock, key, deadline),
+        None => tx_stamp(sock, key, mode, deadline),
     }
 }
 
@@ -465,7 +545,7 @@ fn recv_message(
             Ok(r) => {
                 let t = match mode {
                     StampMode::User => user_realtime_ns()?,
-                    StampMode::Kernel => match r.sw_ns {
+                    StampMode::Kernel | StampMode::Hardware => match kernel_stamp(&r, mode) {
                         Some(t) => t,
                         None => continue, // no stamp: unusable
                     },
@@ -509,6 +589,9 @@ pub struct ExchangeConfig {
     /// Send a throw-away datagram just before each request (see
     /// `Kind::Warmup`).
     pub warmup: bool,
+    /// Use the hardware stamps of this interface's NIC (mode becomes
+    /// [`StampMode::Hardware`]); the interface must have a PHC.
+    pub hw_iface: Option<String>,
 }
 
 impl Default for ExchangeConfig {
@@ -521,6 +604,7 @@ impl Default for ExchangeConfig {
             mode: StampMode::Kernel,
             accept_unsynced: false,
             warmup: true,
+            hw_iface: None,
         }
     }
 }
@@ -548,6 +632,7 @@ pub struct ExchangeClient {
     stats: ExchangeStats,
     last: Vec<Exchange>,
     rt_map: RealtimeMonoTracker,
+    phc_map: Option<PhcMap>,
 }
 
 impl ExchangeClient {
@@ -570,8 +655,18 @@ impl ExchangeClient {
     ) -> Result<Self, ClockError> {
         sock.connect(server)
             .map_err(|e| ClockError::io(format!("connect {server}"), e))?;
-        if cfg.mode == StampMode::Kernel {
-            enable_timestamping(&sock, SOFTWARE_FLAGS)?;
+        let mut cfg = cfg;
+        let phc_map = match &cfg.hw_iface {
+            Some(iface) => {
+                cfg.mode = StampMode::Hardware;
+                Some(PhcMap::for_interface(iface)?)
+            }
+            None => None,
+        };
+        match cfg.mode {
+            StampMode::Kernel => enable_timestamping(&sock, SOFTWARE_FLAGS)?,
+            StampMode::Hardware => enable_timestamping(&sock, HARDWARE_FLAGS)?,
+            StampMode::User => {}
         }
         Ok(ExchangeClient {
             sock,
@@ -582,6 +677,7 @@ impl ExchangeClient {
             stats: ExchangeStats::default(),
             last: Vec::new(),
             rt_map: RealtimeMonoTracker::new()?,
+            phc_map,
         })
     }
 
@@ -616,9 +712,17 @@ impl ExchangeClient {
         // readings, so the conversion removes it again.
         self.rt_map.refresh()?;
         let map = self.rt_map;
-        let to_mono = |rt: u64| {
-            let approx_mono = map.to_mono(rt);
-            map.to_mono_injected(inject(inj.as_ref(), rt, approx_mono), inj.as_ref())
+        if let Some(p) = self.phc_map.as_mut() {
+            p.refresh()?;
+        }
+        let phc_map = self.phc_map.as_ref();
+        let to_mono = |stamp: u64| match phc_map {
+            // A PHC stamp does not depend on this host's realtime clock.
+            Some(p) => p.to_mono(stamp),
+            None => {
+                let approx_mono = map.to_mono(stamp);
+                map.to_mono_injected(inject(inj.as_ref(), stamp, approx_mono), inj.as_ref())
+            }
         };
         // The reply leaves a stack the request has just warmed, while the
         // request itself would run through cache-cold code after the gap
@@ -732,13 +836,21 @@ pub struct Responder {
     sent: u32,
     stats: ExchangeStats,
     rt_map: RealtimeMonoTracker,
+    phc_map: Option<PhcMap>,
 }
 
 impl Responder {
     /// Serve on `sock` (already bound) with `clock` as the master's time.
+    /// [`StampMode::Hardware`] needs [`Responder::with_hardware`].
     pub fn new(sock: UdpSocket, clock: GlobalClock, mode: StampMode) -> Result<Self, ClockError> {
-        if mode == StampMode::Kernel {
-            enable_timestamping(&sock, SOFTWARE_FLAGS)?;
+        match mode {
+            StampMode::Kernel => enable_timestamping(&sock, SOFTWARE_FLAGS)?,
+            StampMode::Hardware => {
+                return Err(ClockError::Protocol(
+                    "hardware stamps need the NIC's PHC: use Responder::with_hardware".into(),
+                ))
+            }
+            StampMode::User => {}
         }
         Ok(Responder {
             sock,
@@ -747,6 +859,25 @@ impl Responder {
             sent: 0,
             stats: ExchangeStats::default(),
             rt_map: RealtimeMonoTracker::new()?,
+            phc_map: None,
+        })
+    }
+
+    /// Serve with the hardware stamps of the NIC whose PHC `phc` maps.
+    pub fn with_hardware(
+        sock: UdpSocket,
+        clock: GlobalClock,
+        phc: PhcMap,
+    ) -> Result<Self, ClockError> {
+        enable_timestamping(&sock, HARDWARE_FLAGS)?;
+        Ok(Responder {
+            sock,
+            clock,
+            mode: StampMode::Hardware,
+            sent: 0,
+            stats: ExchangeStats::default(),
+            rt_map: RealtimeMonoTracker::new()?,
+            phc_map: Some(phc),
         })
     }
 
@@ -763,9 +894,18 @@ impl Responder {
     }
 
     /// A realtime stamp on the global axis (None before the clock has a mapping).
-    fn global_of(&mut self, rt_ns: u64) -> Result<Option<u64>, ClockError> {
-        self.rt_map.refresh()?;
-        Ok(self.clock.to_global_ns(self.rt_map.to_mono(rt_ns)))
+    fn global_of(&mut self, stamp_ns: u64) -> Result<Option<u64>, ClockError> {
+        let mono = match self.phc_map.as_mut() {
+            Some(p) => {
+                p.refresh()?;
+                p.to_mono(stamp_ns)
+            }
+            None => {
+                self.rt_map.refresh()?;
+                self.rt_map.to_mono(stamp_ns)
+            }
+        };
+        Ok(self.clock.to_global_ns(mono))
     }
 
     /// Answer at most one request, waiting up to `timeout`. Returns whether
@@ -815,7 +955,7 @@ impl Responder {
         reply.t_ns = self.global_of(t3_rt)?.unwrap_or(0);
         // The follow-up's own TX stamp is not needed; drain it so the error
         // queue does not grow.
-        if self.mode == StampMode::Kernel {
+        if self.mode != StampMode::User {
             let _ = send_stamped(
                 &self.sock,
                 &reply.encode(),
@@ -847,15 +987,112 @@ pub fn spawn_responder(
     mode: StampMode,
     shutdown: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<Result<ExchangeStats, ClockError>>, ClockError> {
-    let mut r = Responder::new(sock, clock, mode)?;
-    std::thread::Builder::new()
-        .name("clocksync-responder".into())
-        .spawn(move || r.run(&shutdown))
-        .map_err(|e| ClockError::io("spawn responder", e))
+    Responder::new(sock, clock, mode)?.spawn(shutdown)
+}
+
+impl Responder {
+    /// Run on its own thread until `shutdown` is set.
+    pub fn spawn(
+        mut self,
+        shutdown: Arc<AtomicBool>,
+    ) -> Result<std::thread::JoinHandle<Result<ExchangeStats, ClockError>>, ClockError> {
+        std::thread::Builder::new()
+            .name("clocksync-responder".into())
+            .spawn(move || self.run(&shutdown))
+            .map_err(|e| ClockError::io("spawn responder", e))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+
+    /// Build a control buffer as recvmsg would for a datagram with software
+    /// stamp `sw` and raw hardware stamp `hw`, and parse it.
+    fn parse_synthetic(sw: u64, hw: u64) -> Received {
+        let ts = |ns: u64| libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
+        let stamps = [ts(sw), ts(0), ts(hw)];
+        let mut control = [0u64; 16];
+        // SAFETY: zeroed msghdr is valid; control outlives msg.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_control = control.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        msg.msg_controllen = unsafe { libc::CMSG_SPACE(size_of_val(&stamps) as u32) } as usize;
+        // SAFETY: the buffer holds one cmsg of CMSG_SPACE bytes; we fill its
+        // header and payload within that space.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = SO_TIMESTAMPING;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of_val(&stamps) as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast(), stamps);
+        }
+        let mut out = Received {
+            len: 0,
+            from: None,
+            sw_ns: None,
+            hw_ns: None,
+            tx_key: None,
+        };
+        // SAFETY: msg describes the well-formed buffer built above.
+        unsafe { parse_control(&msg, &mut out) };
+        out
+    }
+
+    #[test]
+    fn hardware_stamps_are_read_from_the_third_timespec() {
+        let r = parse_synthetic(1_700_000_000_123_456_789, 37_000_000_987_654_321);
+        assert_eq!(r.sw_ns, Some(1_700_000_000_123_456_789));
+        assert_eq!(r.hw_ns, Some(37_000_000_987_654_321));
+        assert_eq!(kernel_stamp(&r, StampMode::Hardware), r.hw_ns);
+        assert_eq!(kernel_stamp(&r, StampMode::Kernel), r.sw_ns);
+        // A NIC without hardware stamps leaves ts[2] zero: no stamp.
+        let r = parse_synthetic(5_000_000_000, 0);
+        assert_eq!((r.sw_ns, r.hw_ns), (Some(5_000_000_000), None));
+    }
+
+    #[test]
+    fn phc_stamps_map_to_the_monotonic_instant() {
+        use crate::sim::{SimConfig, SimPhc};
+        // A PHC 37 s ahead (TAI vs UTC-ish), read without noise.
+        let cfg = SimConfig {
+            initial_offset_ns: 37_000_000_000,
+            freq_error_ppm: 0.0,
+            wander_ppb: 0.0,
+            read_jitter_ns: 0,
+            asymmetry_ns: 0,
+            ..SimConfig::parse("").unwrap()
+        };
+        let sim = SimPhc::new(cfg.clone());
+        let truth = |m: u64| sim.true_ref_ns(m);
+        let probe = SimPhc::new(cfg);
+        let mut map = PhcMap::new(Box::new(probe)).unwrap();
+        map.refresh().unwrap();
+        // A NIC stamp taken at monotonic instant m is the PHC's time then.
+        for m in [1_000_000_000u64, 1_000_500_000] {
+            let back = map.to_mono(truth(m));
+            let err = back as i64 - m as i64;
+            assert!(
+                err.abs() < 5_000,
+                "PHC stamp of {m} maps to {back} ({err} ns off)"
+            );
+        }
+    }
+
+    #[test]
+    fn hardware_mode_on_an_interface_without_a_phc_says_so() {
+        let cfg = ExchangeConfig {
+            hw_iface: Some("lo".into()),
+            ..Default::default()
+        };
+        let e = ExchangeClient::connect("127.0.0.1:9".parse().unwrap(), cfg).unwrap_err();
+        assert!(e.to_string().contains("lo"), "{e}");
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(Responder::new(sock, GlobalClock::fixed(0), StampMode::Hardware).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -72,6 +72,9 @@ pub struct ClockConfig {
     pub inject_offset_ns: i64,
     /// Testing only: drift of the injected error, ppm.
     pub inject_drift_ppm: f64,
+    /// With [`ClockChoice::Sink`]: stamp the exchange with this interface's
+    /// NIC hardware stamps.
+    pub hw_iface: Option<String>,
 }
 
 /// Running clock: discipline thread + the shared global clock.
@@ -131,6 +134,7 @@ impl AgentClock {
         let source = spec.open(&SourceOptions {
             injection,
             reads: 0,
+            hw_iface: cfg.hw_iface.clone(),
         })?;
         let servo_cfg = ServoConfig {
             interval_s: cfg.interval.as_secs_f64(),

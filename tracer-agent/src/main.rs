@@ -114,6 +114,12 @@ struct Cli {
     #[arg(long, value_name = "PORT")]
     clock_port: Option<u16>,
 
+    /// With `--clock sink`: stamp the exchange with the NIC hardware stamps of
+    /// this interface (it needs a PHC, and hardware timestamping switched on,
+    /// as ptp4l does) instead of kernel software stamps.
+    #[arg(long, value_name = "IFACE")]
+    clock_hw_iface: Option<String>,
+
     /// Seconds between clock updates (each one is also sent as a clock event).
     #[arg(long, default_value_t = 1.0, value_name = "SECS")]
     clock_interval: f64,
@@ -282,6 +288,7 @@ fn real_main() -> anyhow::Result<()> {
             interval: Duration::from_secs_f64(cli.clock_interval),
             inject_offset_ns: cli.inject_clock_offset_ns,
             inject_drift_ppm: cli.inject_clock_drift_ppm,
+            hw_iface: cli.clock_hw_iface,
         },
     };
     let stats = run(&cfg, stop)?;

@@ -94,6 +94,12 @@ struct Cli {
     #[arg(long, default_value_t = 1.0, value_name = "SECS")]
     clock_interval: f64,
 
+    /// Stamp clock exchanges with the NIC hardware stamps of this interface
+    /// (it needs a PHC, and hardware timestamping switched on, as ptp4l
+    /// does) instead of kernel software stamps.
+    #[arg(long, value_name = "IFACE")]
+    clock_hw_iface: Option<String>,
+
     /// Do not answer clock exchanges (agents then cannot use --clock sink).
     #[arg(long)]
     no_clock_responder: bool,
@@ -200,6 +206,7 @@ async fn serve(cli: Cli) -> Result<()> {
                 &cli.clock,
                 listen,
                 Duration::from_secs_f64(cli.clock_interval),
+                cli.clock_hw_iface.as_deref(),
             )
             .context("starting the clock responder (--no-clock-responder disables it)")?,
         )

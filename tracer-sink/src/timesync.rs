@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clocksync::clock::SourceOptions;
-use clocksync::exchange::{spawn_responder, StampMode};
+use clocksync::exchange::{spawn_responder, PhcMap, Responder, StampMode};
 use clocksync::{ClockError, Discipline, GlobalClock, Servo, ServoConfig, ServoKind, SourceSpec};
 
 /// A running clock service. Dropping it stops both threads.
@@ -50,11 +50,13 @@ pub enum ClockServiceError {
 
 impl ClockService {
     /// Discipline a global clock to `spec` (`system`, `phc:DEV`,
-    /// `iface:NAME`) every `interval`, and answer exchanges on `listen`.
+    /// `iface:NAME`) every `interval`, and answer exchanges on `listen`,
+    /// stamped by the kernel, or by the NIC of `hw_iface`.
     pub fn start(
         spec: &str,
         listen: SocketAddr,
         interval: Duration,
+        hw_iface: Option<&str>,
     ) -> Result<Self, ClockServiceError> {
         let parsed: SourceSpec = spec
             .parse()
@@ -97,12 +99,17 @@ impl ClockService {
                 addr: listen,
                 source,
             })?;
-        let responder = spawn_responder(
-            sock,
-            clock.clone(),
-            StampMode::Kernel,
-            Arc::clone(&shutdown),
-        )
+        let responder = match hw_iface {
+            None => spawn_responder(
+                sock,
+                clock.clone(),
+                StampMode::Kernel,
+                Arc::clone(&shutdown),
+            ),
+            Some(iface) => PhcMap::for_interface(iface)
+                .and_then(|phc| Responder::with_hardware(sock, clock.clone(), phc))
+                .and_then(|r| r.spawn(Arc::clone(&shutdown))),
+        }
         .map_err(|source| ClockServiceError::Clock {
             what: format!("starting the clock responder on {addr}"),
             source,

@@ -47,6 +47,10 @@ struct Args {
     /// Test only: and drift by this much, ppm.
     #[arg(long, default_value_t = 0.0)]
     inject_clock_drift_ppm: f64,
+    /// With `--source sink:IP:PORT`: use this interface's NIC hardware
+    /// stamps instead of kernel software stamps.
+    #[arg(long, value_name = "IFACE")]
+    hw_iface: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -77,6 +81,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let source = spec.open(&SourceOptions {
         injection,
         reads: args.reads,
+        hw_iface: args.hw_iface.clone(),
     })?;
     let cfg = ServoConfig {
         interval_s: args.interval,
