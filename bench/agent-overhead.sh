@@ -9,11 +9,11 @@
 # Then the maximum iperf3 throughput with and without the agent, alternating.
 # Reports medians and spread; ratios are of medians.
 #
-# Env: ROUNDS (5), SECS (10), RATE (2G), TPUT_ROUNDS (7), TPUT_SECS (3).
+# Env: ROUNDS (9), SECS (10), RATE (2G), TPUT_ROUNDS (7), TPUT_SECS (3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-ROUNDS=${ROUNDS:-5} SECS=${SECS:-10} RATE=${RATE:-2G}
+ROUNDS=${ROUNDS:-9} SECS=${SECS:-10} RATE=${RATE:-2G}
 TPUT_ROUNDS=${TPUT_ROUNDS:-7} TPUT_SECS=${TPUT_SECS:-3}
 A=ntr-bench-a B=ntr-bench-b AA=10.211.0.1 AB=10.211.0.2
 WORK=$(mktemp -d)
