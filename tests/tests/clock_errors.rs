@@ -25,7 +25,14 @@ fn agent_refuses_hardware_stamps_without_a_phc() {
         return;
     }
     let mut c = Command::new(bin("tracer-agent"));
-    c.args(["--sink", "127.0.0.1:9", "--clock", "sink", "--clock-hw-iface", "lo"]);
+    c.args([
+        "--sink",
+        "127.0.0.1:9",
+        "--clock",
+        "sink",
+        "--clock-hw-iface",
+        "lo",
+    ]);
     fails_with(c, &["lo", "no PTP hardware clock"]);
 }
 
@@ -46,11 +53,23 @@ fn agent_refuses_a_missing_phc_device_and_a_bad_clock_name() {
 fn sink_refuses_hardware_stamps_without_a_phc_and_a_bad_clock() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = Command::new(bin("tracer-sink"));
-    c.args(["--listen", "127.0.0.1:0", "--clock-hw-iface", "lo", "--output"])
-        .arg(dir.path());
+    c.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--clock-hw-iface",
+        "lo",
+        "--output",
+    ])
+    .arg(dir.path());
     fails_with(c, &["clock responder", "no PTP hardware clock"]);
     let mut c = Command::new(bin("tracer-sink"));
-    c.args(["--listen", "127.0.0.1:0", "--clock", "sink:127.0.0.1:1", "--output"])
-        .arg(dir.path());
+    c.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--clock",
+        "sink:127.0.0.1:1",
+        "--output",
+    ])
+    .arg(dir.path());
     fails_with(c, &["the sink is the master"]);
 }
