@@ -48,7 +48,7 @@ impl AgentStats {
         }
         s.push_str(&format!("  clock       {:>12}\n", self.clock_events));
         s.push_str(&format!(
-            "  total       {:>12}\nlosses:\n  bpf ringbuf {:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
+            "  tx total    {:>12}\nlosses:\n  bpf ringbuf {:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
             self.events(),
             self.bpf.ringbuf_lost,
             self.bad_records,
