@@ -76,7 +76,7 @@ agent_stats() {
 import json,sys
 try:
     s=json.load(sys.stdin)["stats"]
-    print(s.get("bpf_ns_per_run") or 0, s.get("bpf_runs") or 0, sum(s["events_by_stage"]), s["bpf"]["ringbuf_lost"])
+    print(s.get("bpf_ns_per_run") or 0, s.get("bpf_runs") or 0, sum(s["events_by_stage"]), s["bpf"]["ringbuf_lost"] + s.get("ring_overruns", 0))
 except Exception:
     print("0 0 0 0")'
 }
@@ -133,7 +133,7 @@ for m, label in (("1", "every skb"), ("100", "1 in 100")):
 for m, label in (("1", "every skb"), ("100", "1 in 100")):
     ns = [x for x in col(rows, m, 3) if x > 0]
     if ns:
-        print(f"BPF ns/callback, fixed rate ({label:9s}) {spread(ns)}  events/round {st.median(col(rows, m, 5)):.0f}  ringbuf lost {sum(col(rows, m, 6)):.0f}")
+        print(f"BPF ns/callback, fixed rate ({label:9s}) {spread(ns)}  events/round {st.median(col(rows, m, 5)):.0f}  ring lost {sum(col(rows, m, 6)):.0f}")
 print("offered Gbit/s (fixed rate):", spread(col(rows, "none", 2)))
 t = [l.split() for l in open(tput)]
 g = {m: col(t, m, 1) for m in ("none", "1")}
@@ -141,5 +141,5 @@ print(f"max Gbit/s no agent      {spread(g['none'])}")
 print(f"max Gbit/s agent (1:1)   {spread(g['1'])}  ratio of medians {st.median(g['1'])/st.median(g['none']):.3f}")
 ns = [x for x in col(t, "1", 2) if x > 0]
 if ns:
-    print(f"BPF ns/callback, max rate (every skb) {spread(ns)}  events/round {st.median(col(t, '1', 4)):.0f}  ringbuf lost {sum(col(t, '1', 5)):.0f}")
+    print(f"BPF ns/callback, max rate (every skb) {spread(ns)}  events/round {st.median(col(t, '1', 4)):.0f}  ring lost {sum(col(t, '1', 5)):.0f}")
 PY

@@ -44,6 +44,8 @@ fn main() {
             .clang(&clang)
             .clang_args([
                 "-Wall".into(),
+                // v3: atomic fetch-and-add and exchange for the slot ring.
+                "-mcpu=v3".into(),
                 "-Werror".into(),
                 "-I".into(),
                 ebpf.as_os_str().to_owned(),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * Records the probes write into the ring buffer. This header is the single
+ * Records the probes write into their per-CPU slot ring. This header is the single
  * source of truth for their layout; the agent checks its Rust mirror against
  * the BTF of the compiled object at build time (see tracer-agent/build.rs).
  */
@@ -11,7 +11,9 @@
 struct record_hdr {
 	__u16 kind;	/* enum record_kind */
 	__u16 len;	/* whole record, header included */
-	__u32 _pad;
+	/* Low 32 bits of the slot's sequence number + 1, written last: the
+	 * consumer reads a slot only once this matches what it expects. */
+	__u32 commit;
 };
 
 enum record_kind {
@@ -51,7 +53,7 @@ struct tx_record {
 
 /* Indexes of the per-CPU counter array `counters`. */
 enum counter {
-	CTR_RB_LOST = 0,	/* ring-buffer reserve failures: events lost */
+	CTR_RB_LOST = 0,	/* no slot could be had: events lost */
 	CTR_SETSOCKOPT_ERR = 1,	/* SK_BPF_CB_FLAGS refused (kernel lacks it?) */
 	CTR_TAG_ERR = 2,	/* bpf_sock_ops_enable_tx_tstamp failed */
 	CTR_SOCKETS = 3,	/* sockets enabled for TX timestamping */

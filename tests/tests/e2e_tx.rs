@@ -39,6 +39,7 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         "the root-namespace agent saw the noise flows: {other_final}"
     );
     assert_eq!(o.agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
+    assert_eq!(o.agent_final["stats"]["ring_overruns"], 0);
     let (trace, netns_a) = (&o.trace, o.netns_a);
     assert_eq!(
         o.sink_final["events_written"].as_u64(),
@@ -160,23 +161,13 @@ fn ring_buffer_overflow_is_counted_and_reaches_the_file() {
         return;
     }
     let pair = NetnsPair::create("ntrlos", 232).expect("creating namespaces");
-    // A one-page ring that never wakes the agent, drained once a second:
-    // a burst of sends must overflow it.
-    let (o, _) = traced_run(
-        &pair,
-        &[
-            "--ringbuf-kib",
-            "4",
-            "--wakeup-kib",
-            "1024",
-            "--poll-ms",
-            "1000",
-        ],
-        || tcp_flow(&pair, 5202, 400, 100),
-    );
-    let lost = o.agent_final["stats"]["bpf"]["ringbuf_lost"]
-        .as_u64()
-        .unwrap();
+    // 64 slots per CPU, drained once a second: a burst of sends must lap it.
+    let (o, _) = traced_run(&pair, &["--ring-slots", "64", "--poll-ms", "1000"], || {
+        tcp_flow(&pair, 5202, 400, 100)
+    });
+    let stats = &o.agent_final["stats"];
+    let lost =
+        stats["ring_overruns"].as_u64().unwrap() + stats["bpf"]["ringbuf_lost"].as_u64().unwrap();
     assert!(lost > 0, "no loss counted: {}", o.agent_final);
     let agent = &o.sink_final["agents"][0];
     assert_eq!(

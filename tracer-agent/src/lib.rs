@@ -8,4 +8,3 @@ pub mod probes;
 pub mod run;
 pub mod sender;
 pub mod stats;
-pub mod wakeup;

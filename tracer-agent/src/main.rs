@@ -85,21 +85,18 @@ struct Cli {
     #[arg(long, default_value_t = 100, value_name = "MS")]
     flush_ms: u64,
 
-    /// Ring-buffer drain period (ms). Records are queued without wakeups to
-    /// keep the traced path cheap (the probe wakes the agent early only when
-    /// the ring fills past --wakeup-kib); this bounds their delay. Each
-    /// drain is a context switch on the traced host: keep it long.
+    /// Drain period of the probe's ring (ms). The probe never wakes the
+    /// agent, to keep the traced path cheap; this bounds the delay of
+    /// events. Each drain is a context switch on the traced host: keep it
+    /// long (the agent drains every 5 ms while the ring fills fast).
     #[arg(long, default_value_t = 100, value_name = "MS")]
     poll_ms: u64,
 
-    /// BPF ring-buffer size in KiB (power of two, at least the page size).
-    #[arg(long, default_value_t = 8192, value_name = "KIB")]
-    ringbuf_kib: u32,
-
-    /// Queued ring-buffer KiB past which the probe wakes the agent before
-    /// its next poll. Default: a quarter of the ring.
-    #[arg(long, value_name = "KIB")]
-    wakeup_kib: Option<u32>,
+    /// Record slots per CPU in the probe's ring (power of two; 112 bytes
+    /// each). The agent reads them every --poll-ms, sooner while they fill
+    /// fast; records overwritten before that are counted as lost.
+    #[arg(long, default_value_t = 32768, value_name = "N")]
+    ring_slots: u32,
 
     /// Reference of the global clock every event is converted to:
     /// `system` (this host's CLOCK_TAI), `phc:/dev/ptpN` (a PTP hardware
@@ -234,10 +231,10 @@ fn real_main() -> anyhow::Result<()> {
             bail!("unknown probe {p:?}: available probes are: tx");
         }
     }
-    if !cli.ringbuf_kib.is_power_of_two() || cli.ringbuf_kib < 4 {
+    if !cli.ring_slots.is_power_of_two() || cli.ring_slots < 64 {
         bail!(
-            "--ringbuf-kib must be a power of two of at least 4 (one page), got {}",
-            cli.ringbuf_kib
+            "--ring-slots must be a power of two of at least 64, got {}",
+            cli.ring_slots
         );
     }
     if !(cli.clock_interval > 0.0 && cli.clock_interval.is_finite()) {
@@ -277,8 +274,7 @@ fn real_main() -> anyhow::Result<()> {
         max_payload: cli.max_datagram,
         flush_after: Duration::from_millis(cli.flush_ms),
         poll_interval: Duration::from_millis(cli.poll_ms.max(1)),
-        ringbuf_bytes: cli.ringbuf_kib << 10,
-        wakeup_bytes: u64::from(cli.wakeup_kib.unwrap_or(cli.ringbuf_kib / 4)) << 10,
+        slots_per_cpu: cli.ring_slots,
         btf: cli.btf,
         clock_lock_timeout: Duration::from_secs_f64(cli.clock_lock_timeout.max(0.0)),
         clock: ClockConfig {

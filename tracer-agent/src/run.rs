@@ -8,15 +8,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use libbpf_rs::RingBufferBuilder;
-
 use crate::clock::{AgentClock, ClockConfig};
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
+use crate::probes::slots::Drained;
 use crate::probes::tx::{ProbeError, TxProbe, TxProbeConfig, TxRecord};
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
-use crate::wakeup::Wakeup;
 use tracer_codec::ClockState;
 
 /// How often BPF counters (losses) are read.
@@ -54,12 +52,10 @@ pub struct AgentConfig {
     pub max_payload: Option<usize>,
     /// Longest an event waits in a partial datagram.
     pub flush_after: Duration,
-    /// Ring-buffer drain period.
+    /// Drain period of the probe's ring.
     pub poll_interval: Duration,
-    /// Ring-buffer size (bytes, power of two).
-    pub ringbuf_bytes: u32,
-    /// Queued bytes past which the probe forces a wakeup.
-    pub wakeup_bytes: u64,
+    /// Record slots per CPU in the probe's ring (power of two).
+    pub slots_per_cpu: u32,
     /// Kernel BTF to check for BPF TX timestamping.
     pub btf: PathBuf,
     /// The global clock.
@@ -140,8 +136,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             cgroup: cfg.cgroup.clone(),
             target_netns,
             sample_every: cfg.sample_every,
-            wakeup_bytes: cfg.wakeup_bytes,
-            ringbuf_bytes: cfg.ringbuf_bytes,
+            slots_per_cpu: cfg.slots_per_cpu,
         },
     )?;
     let prog_id = bpf_prog_info(probe.prog_fd()).map_or(0, |i| i.id);
@@ -153,71 +148,32 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         "tx probe attached"
     );
 
-    let clock_cell = RefCell::new(clock.converter());
-    let mut rb = RingBufferBuilder::new();
-    rb.add(probe.events_map(), |data: &[u8]| {
-        let mut p = pipeline.borrow_mut();
-        match TxRecord::decode(data) {
-            Ok(rec) => {
-                let g = clock_cell.borrow().to_global_ns(rec.mono_ns());
-                p.push(&rec.to_event(g));
-            }
-            Err(e) => {
-                if p.stats.bad_records == 0 {
-                    tracing::warn!(error = %e, "undecodable ring-buffer record");
-                }
-                p.stats.bad_records += 1;
-            }
-        }
-        0
-    })
-    .map_err(ProbeError::Load)?;
-    let rb = rb.build().map_err(ProbeError::Load)?;
-
+    let mut p = pipeline.into_inner();
+    let mut conv = clock.converter();
+    p.set_clock(clock.source(), conv.state);
     let mut last_stats = Instant::now();
-    let update_counters = |probe: &TxProbe, p: &mut Pipeline<UdpTransport>| {
-        match probe.counters() {
-            Ok(c) => {
-                p.stats.bpf = c;
-                p.set_lost_events(c.ringbuf_lost + p.stats.bad_records);
-            }
-            Err(e) => tracing::warn!(error = %e, "reading BPF counters"),
-        }
-        if let Some(info) = bpf_prog_info(probe.prog_fd()) {
-            if info.run_cnt > 0 {
-                p.stats.bpf_runs = Some(info.run_cnt);
-                p.stats.bpf_ns_per_run = Some(info.run_time_ns as f64 / info.run_cnt as f64);
-            }
-        }
-    };
-    {
-        let mut p = pipeline.borrow_mut();
-        p.set_clock(clock.source(), clock_cell.borrow().state);
-    }
-
-    let wakeup =
-        Wakeup::new(probe.events_fd()).map_err(io("setting up epoll on the BPF ring buffer"))?;
     let mut last_counters = Instant::now();
-    let mut last_state = clock_cell.borrow().state;
+    let mut last_state = conv.state;
+    let mut wait = cfg.poll_interval;
     while !stop.load(Ordering::Relaxed) {
-        wakeup.wait(cfg.poll_interval);
-        if let Err(e) = rb.consume() {
-            tracing::warn!(error = %e, "consuming the ring buffer");
-        }
+        sleep_unless_stopped(wait, stop);
+        // A backlog past a quarter of the ring: come back soon.
+        wait = match drain(&mut probe, &mut p, &conv) {
+            Some(d) if d.max_backlog > u64::from(cfg.slots_per_cpu / 4) => BUSY_POLL,
+            _ => cfg.poll_interval,
+        };
         let now = Instant::now();
-        let mut p = pipeline.borrow_mut();
         // Events drained above used the previous snapshot; clock events
         // carry their own stamps, so order within a datagram is harmless.
         for ev in clock.drain_events() {
             p.push_clock(&ev);
         }
-        let conv = clock.converter();
+        conv = clock.converter();
         if conv.state != last_state {
             tracing::info!(state = %conv.state.name(), source = %clock.source().name(), "clock state changed");
             last_state = conv.state;
         }
         p.set_clock(clock.source(), conv.state);
-        *clock_cell.borrow_mut() = conv;
         // Counters cost two syscalls; losses need not be reported faster.
         if now.duration_since(last_counters) >= COUNTER_PERIOD {
             update_counters(&probe, &mut p);
@@ -232,10 +188,9 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         }
     }
 
-    // Detach first so no new events arrive, then drain what is queued.
+    // Detach first so no new events arrive, then drain what is left.
     probe.detach();
-    let _ = rb.consume();
-    let mut p = pipeline.borrow_mut();
+    drain(&mut probe, &mut p, &conv);
     update_counters(&probe, &mut p);
     p.flush();
     let stats = p.stats.clone();
@@ -245,6 +200,63 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         "tx probe detached"
     );
     Ok(stats)
+}
+
+/// Poll period while the ring is filling fast.
+const BUSY_POLL: Duration = Duration::from_millis(5);
+
+/// Sleep `d`, in slices, returning early once `stop` is set.
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
+    let end = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(100)));
+    }
+}
+
+/// Move every record the probe wrote into the pipeline.
+fn drain(
+    probe: &mut TxProbe<'_>,
+    p: &mut Pipeline<UdpTransport>,
+    conv: &crate::clock::Converter,
+) -> Option<Drained> {
+    let res = probe.drain(|data| match TxRecord::decode(data) {
+        Ok(rec) => p.push(&rec.to_event(conv.to_global_ns(rec.mono_ns()))),
+        Err(e) => {
+            if p.stats.bad_records == 0 {
+                tracing::warn!(error = %e, "undecodable probe record");
+            }
+            p.stats.bad_records += 1;
+        }
+    });
+    match res {
+        Ok(d) => {
+            p.stats.ring_overruns += d.overruns;
+            Some(d)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the probe's ring");
+            None
+        }
+    }
+}
+
+/// Refresh the BPF-side counters and the loss total sent to the sink.
+fn update_counters(probe: &TxProbe<'_>, p: &mut Pipeline<UdpTransport>) {
+    match probe.counters() {
+        Ok(c) => p.stats.bpf = c,
+        Err(e) => tracing::warn!(error = %e, "reading BPF counters"),
+    }
+    p.set_lost_events(p.stats.bpf.ringbuf_lost + p.stats.ring_overruns + p.stats.bad_records);
+    if let Some(info) = bpf_prog_info(probe.prog_fd()) {
+        if info.run_cnt > 0 {
+            p.stats.bpf_runs = Some(info.run_cnt);
+            p.stats.bpf_ns_per_run = Some(info.run_time_ns as f64 / info.run_cnt as f64);
+        }
+    }
 }
 
 /// Give the clock up to `timeout` to lock before tracing starts, so the

@@ -8,11 +8,13 @@ use crate::probes::tx::TxCounters;
 /// Everything the agent counts.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AgentStats {
-    /// Events read from the ring buffer, by stage (SENDMSG..ACK).
+    /// Events read from the probe's ring, by stage (SENDMSG..ACK).
     pub events_by_stage: [u64; 5],
     /// Clock updates sent.
     pub clock_events: u64,
-    /// Ring-buffer records the agent could not decode.
+    /// Records the probe overwrote before the agent read them (lost).
+    pub ring_overruns: u64,
+    /// Probe records the agent could not decode.
     pub bad_records: u64,
     /// BPF-side counters.
     pub bpf: TxCounters,
@@ -48,9 +50,9 @@ impl AgentStats {
         }
         s.push_str(&format!("  clock       {:>12}\n", self.clock_events));
         s.push_str(&format!(
-            "  tx total    {:>12}\nlosses:\n  bpf ringbuf {:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
+            "  tx total    {:>12}\nlosses:\n  ring overrun{:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
             self.events(),
-            self.bpf.ringbuf_lost,
+            self.ring_overruns + self.bpf.ringbuf_lost,
             self.bad_records,
             self.events_unsent
         ));

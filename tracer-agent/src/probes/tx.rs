@@ -1,5 +1,5 @@
 //! The TX timestamping probe (ebpf/tx_tstamp.bpf.c): load, attach to a
-//! cgroup, read its counters, and decode its ring-buffer records.
+//! cgroup, read its counters, and decode its records.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+
+use super::slots::{Drained, SlotRing};
 use tracer_codec::TxEvent;
 
 #[allow(
@@ -75,16 +77,14 @@ pub struct TxProbeConfig {
     pub target_netns: u32,
     /// Tag one sendmsg in N.
     pub sample_every: u32,
-    /// Queued ring-buffer bytes past which a record forces a wakeup.
-    pub wakeup_bytes: u64,
-    /// Ring buffer size in bytes (power of two, multiple of the page size).
-    pub ringbuf_bytes: u32,
+    /// Record slots per CPU (power of two).
+    pub slots_per_cpu: u32,
 }
 
 /// Counters kept by the BPF program (summed over CPUs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TxCounters {
-    /// Ring-buffer reserve failures: events lost in the kernel.
+    /// Records the probe could not place (no slot): lost in the kernel.
     pub ringbuf_lost: u64,
     /// Sockets where enabling TX timestamping failed.
     pub setsockopt_errors: u64,
@@ -100,6 +100,7 @@ pub struct TxCounters {
 pub struct TxProbe<'obj> {
     skel: TxTstampSkel<'obj>,
     link: Option<Link>,
+    ring: SlotRing,
 }
 
 impl<'obj> TxProbe<'obj> {
@@ -114,13 +115,26 @@ impl<'obj> TxProbe<'obj> {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
             ro.sample_every = cfg.sample_every.max(1);
-            ro.wakeup_bytes = cfg.wakeup_bytes;
+            ro.slots_per_cpu = cfg.slots_per_cpu;
         }
+        let ncpu = libbpf_rs::num_possible_cpus().map_err(ProbeError::Load)?;
+        let entries = (ncpu as u64 * u64::from(cfg.slots_per_cpu)).min(u64::from(u32::MAX)) as u32;
         open.maps
-            .events
-            .set_max_entries(cfg.ringbuf_bytes)
+            .slots
+            .set_max_entries(entries)
             .map_err(ProbeError::Load)?;
         let skel = open.load().map_err(ProbeError::Load)?;
+        let heads = read_heads(&skel)?;
+        let ring = SlotRing::new(
+            skel.maps.slots.as_fd(),
+            std::mem::size_of::<tx_record>(),
+            cfg.slots_per_cpu,
+            &heads,
+        )
+        .map_err(|source| ProbeError::Map {
+            map: "slots",
+            source: libbpf_rs::Error::from(source),
+        })?;
         let dir = std::fs::File::open(&cfg.cgroup).map_err(|source| ProbeError::Cgroup {
             path: cfg.cgroup.clone(),
             source,
@@ -136,17 +150,14 @@ impl<'obj> TxProbe<'obj> {
         Ok(TxProbe {
             skel,
             link: Some(link),
+            ring,
         })
     }
 
-    /// The ring-buffer map to consume.
-    pub fn events_map(&self) -> &dyn MapCore {
-        &self.skel.maps.events
-    }
-
-    /// The ring-buffer map fd (for epoll).
-    pub fn events_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.skel.maps.events.as_fd()
+    /// Hand every record written since the last drain to `f`.
+    pub fn drain(&mut self, f: impl FnMut(&[u8])) -> Result<Drained, ProbeError> {
+        let heads = read_heads(&self.skel)?;
+        Ok(self.ring.drain(&heads, f))
     }
 
     /// Program fd (for bpf_stats).
@@ -188,11 +199,32 @@ impl<'obj> TxProbe<'obj> {
     }
 }
 
+/// The per-CPU producer counters.
+fn read_heads(skel: &TxTstampSkel<'_>) -> Result<Vec<u64>, ProbeError> {
+    let per_cpu = skel
+        .maps
+        .heads
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|source| ProbeError::Map {
+            map: "heads",
+            source,
+        })?
+        .unwrap_or_default();
+    Ok(per_cpu
+        .iter()
+        .map(|v| {
+            v.get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_ne_bytes)
+        })
+        .collect())
+}
+
 /// A record the probe wrote, decoded.
 #[derive(Debug, Clone, Copy)]
 pub struct TxRecord(tx_record);
 
-/// Why a ring-buffer record was not decoded.
+/// Why a probe record was not decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
     /// Shorter than its header claims or than a TX record.
@@ -204,7 +236,7 @@ pub enum RecordError {
 }
 
 impl TxRecord {
-    /// Decode a ring-buffer sample; never panics on bad input.
+    /// Decode a probe record; never panics on bad input.
     pub fn decode(data: &[u8]) -> Result<Self, RecordError> {
         if data.len() < std::mem::size_of::<tx_record>() {
             return Err(RecordError::Short(data.len()));
@@ -274,7 +306,7 @@ mod tests {
             hdr: skel::types::record_hdr {
                 kind: RECORD_TX,
                 len: 112,
-                _pad: 0,
+                commit: 1,
             },
             mono_ns: 5,
             cookie: 9,

@@ -1,0 +1,241 @@
+//! Reader of the probe's per-CPU slot ring: an mmapable BPF array of
+//! records, `slots_per_cpu` per CPU, and a per-CPU counter of records
+//! started. The probe takes slot `counter % slots_per_cpu` with one atomic
+//! add and publishes it by writing `commit = counter + 1` last; this reader
+//! keeps a tail per CPU, copies committed slots in order, and counts the
+//! records a producer overwrote before they were read.
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Byte offset of `record_hdr.commit` in every slot.
+const COMMIT_OFFSET: usize = 4;
+
+/// What one drain found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Records handed to the callback.
+    pub records: u64,
+    /// Records overwritten before they were read (lost).
+    pub overruns: u64,
+    /// Most records pending on one CPU at the start of the drain.
+    pub max_backlog: u64,
+}
+
+/// A read-only mapping of the slot array plus the reader's positions.
+#[derive(Debug)]
+pub struct SlotRing {
+    base: *const u8,
+    map_len: usize,
+    slot_size: usize,
+    slots_per_cpu: u64,
+    tails: Vec<u64>,
+}
+
+impl SlotRing {
+    /// Map `ncpu * slots_per_cpu` slots of `slot_size` bytes from the array
+    /// map `fd` (created with BPF_F_MMAPABLE). `heads` are the counters now,
+    /// so records started before the reader existed are not read.
+    pub fn new(
+        fd: BorrowedFd<'_>,
+        slot_size: usize,
+        slots_per_cpu: u32,
+        heads: &[u64],
+    ) -> std::io::Result<Self> {
+        // Array values are laid out at 8-byte aligned strides.
+        let slot_size = slot_size.div_ceil(8) * 8;
+        let bytes = slot_size * slots_per_cpu as usize * heads.len();
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let map_len = bytes.div_ceil(page) * page;
+        // SAFETY: mapping a BPF array map fd read-only and shared, at offset 0,
+        // no larger than the map (rounded to pages as the kernel does).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(SlotRing {
+            base: p as *const u8,
+            map_len,
+            slot_size,
+            slots_per_cpu: u64::from(slots_per_cpu),
+            tails: heads.to_vec(),
+        })
+    }
+
+    fn slot(&self, cpu: usize, seq: u64) -> *const u8 {
+        let idx = cpu as u64 * self.slots_per_cpu + (seq & (self.slots_per_cpu - 1));
+        // SAFETY: idx < ncpu * slots_per_cpu, all inside the mapping.
+        unsafe { self.base.add(idx as usize * self.slot_size) }
+    }
+
+    fn commit(&self, slot: *const u8) -> u32 {
+        // SAFETY: the commit word lies inside the slot; the producer writes
+        // it concurrently, hence a volatile read.
+        let c = unsafe { std::ptr::read_volatile(slot.add(COMMIT_OFFSET).cast::<u32>()) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        c
+    }
+
+    /// Hand every committed record up to `heads` (the per-CPU counters, read
+    /// just before) to `f`, oldest first per CPU. A slot not yet committed
+    /// (its writer is still running) ends that CPU's drain until next time.
+    pub fn drain(&mut self, heads: &[u64], mut f: impl FnMut(&[u8])) -> Drained {
+        let mut d = Drained::default();
+        let mut buf = vec![0u8; self.slot_size];
+        for (cpu, &head) in heads.iter().enumerate().take(self.tails.len()) {
+            let mut tail = self.tails[cpu];
+            if head <= tail {
+                continue;
+            }
+            d.max_backlog = d.max_backlog.max(head - tail);
+            if head - tail > self.slots_per_cpu {
+                // The producer lapped us: the oldest records are gone.
+                let skip = head - tail - self.slots_per_cpu;
+                d.overruns += skip;
+                tail += skip;
+            }
+            while tail < head {
+                let slot = self.slot(cpu, tail);
+                let want = (tail as u32).wrapping_add(1);
+                if self.commit(slot) != want {
+                    // Still being written, or already overwritten by a newer
+                    // record (then a later drain sees the overrun).
+                    break;
+                }
+                // SAFETY: the slot is slot_size bytes inside the mapping.
+                unsafe { std::ptr::copy_nonoverlapping(slot, buf.as_mut_ptr(), self.slot_size) };
+                if self.commit(slot) != want {
+                    // Overwritten while we copied it.
+                    d.overruns += 1;
+                } else {
+                    f(&buf);
+                    d.records += 1;
+                }
+                tail += 1;
+            }
+            self.tails[cpu] = tail;
+        }
+        d
+    }
+}
+
+impl Drop for SlotRing {
+    fn drop(&mut self) {
+        // SAFETY: base/map_len are the mapping made in new().
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot array in a memfd, written the way the probe writes it.
+    struct Fake {
+        file: std::fs::File,
+        slot: usize,
+        per_cpu: u64,
+    }
+
+    impl Fake {
+        fn new(ncpu: usize, per_cpu: u64, slot: usize) -> Self {
+            let name = std::ffi::CString::new("slots").unwrap();
+            // SAFETY: valid C string; memfd_create returns a new fd or -1.
+            let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+            assert!(fd >= 0);
+            // SAFETY: fd is a fresh memfd we own.
+            let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            file.set_len((ncpu as u64 * per_cpu * slot as u64).max(4096))
+                .unwrap();
+            Fake {
+                file,
+                slot,
+                per_cpu,
+            }
+        }
+
+        fn write(&self, cpu: usize, seq: u64, payload: u8, commit: bool) {
+            use std::os::unix::fs::FileExt;
+            let idx = cpu as u64 * self.per_cpu + (seq % self.per_cpu);
+            let mut rec = vec![payload; self.slot];
+            let c = if commit {
+                (seq as u32).wrapping_add(1)
+            } else {
+                0
+            };
+            rec[4..8].copy_from_slice(&c.to_ne_bytes());
+            self.file
+                .write_all_at(&rec, idx * self.slot as u64)
+                .unwrap();
+        }
+    }
+
+    fn ring(f: &Fake, heads: &[u64]) -> SlotRing {
+        use std::os::fd::AsFd;
+        SlotRing::new(f.file.as_fd(), f.slot, f.per_cpu as u32, heads).unwrap()
+    }
+
+    #[test]
+    fn reads_committed_records_in_order_per_cpu() {
+        let f = Fake::new(2, 8, 16);
+        let mut r = ring(&f, &[0, 0]);
+        for s in 0..3 {
+            f.write(0, s, s as u8 + 1, true);
+        }
+        f.write(1, 0, 9, true);
+        let mut got = Vec::new();
+        let d = r.drain(&[3, 1], |b| got.push(b[0]));
+        assert_eq!(got, vec![1, 2, 3, 9]);
+        assert_eq!((d.records, d.overruns, d.max_backlog), (4, 0, 3));
+        // Nothing new: nothing read.
+        assert_eq!(r.drain(&[3, 1], |_| panic!("no record")).records, 0);
+    }
+
+    #[test]
+    fn an_uncommitted_slot_waits_for_the_next_drain() {
+        let f = Fake::new(1, 8, 16);
+        let mut r = ring(&f, &[0]);
+        f.write(0, 0, 1, true);
+        f.write(0, 1, 2, false);
+        f.write(0, 2, 3, true);
+        let mut got = Vec::new();
+        r.drain(&[3], |b| got.push(b[0]));
+        assert_eq!(got, vec![1]);
+        f.write(0, 1, 2, true);
+        r.drain(&[3], |b| got.push(b[0]));
+        assert_eq!(got, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_lapped_reader_counts_what_it_lost() {
+        let f = Fake::new(1, 4, 16);
+        let mut r = ring(&f, &[0]);
+        for s in 0..10 {
+            f.write(0, s, s as u8, true);
+        }
+        let mut got = Vec::new();
+        let d = r.drain(&[10], |b| got.push(b[0]));
+        assert_eq!(got, vec![6, 7, 8, 9]);
+        assert_eq!((d.records, d.overruns), (4, 6));
+    }
+
+    #[test]
+    fn records_started_before_the_reader_are_skipped() {
+        let f = Fake::new(1, 8, 16);
+        f.write(0, 0, 1, true);
+        let mut r = ring(&f, &[1]);
+        f.write(0, 1, 2, true);
+        let mut got = Vec::new();
+        r.drain(&[2], |b| got.push(b[0]));
+        assert_eq!(got, vec![2]);
+    }
+}
