@@ -3,9 +3,14 @@
 #
 # Two namespaces joined by veth; iperf3 sends a fixed-rate TCP flow from a
 # to b. Rounds alternate: no agent, agent --sample-every 1, agent
-# --sample-every 100. For each we measure the machine's busy CPU seconds
-# (/proc/stat: everything but idle and iowait, agent included) over the same
-# traffic window, and the sockops program's ns per callback from bpf_stats.
+# --sample-every 100. For each we measure, over the same traffic window:
+# the machine's busy CPU seconds (/proc/stat: everything but idle, iowait
+# and steal), the CPU seconds of the workload (iperf3 client + server, from
+# iperf3's own rusage) plus the agent process, and the sockops program's ns
+# per callback from bpf_stats. On this VM /proc/stat is unreliable: rounds
+# jump by a whole CPU with or without the agent, and some report less busy
+# time than the iperf3 processes alone used; the workload+agent figure is
+# the steadier one.
 # Then the maximum iperf3 throughput with and without the agent, alternating.
 # Reports medians and spread; ratios are of medians.
 #
@@ -82,6 +87,10 @@ except Exception:
 }
 
 gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bits_per_second"]/1e9)' "$1"; }
+# CPU seconds of the iperf3 client and server themselves (iperf3 measures
+# its own rusage): the traced workload, which also carries the BPF run time
+# spent in its context.
+workload_cpu() { python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; c=e["cpu_utilization_percent"]; d=e["sum_sent"]["seconds"]; print((c["host_total"]+c["remote_total"])/100*d)' "$1"; }
 
 echo "== (b) busy CPU seconds for ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds"
 : > "$WORK/cpu.txt"
@@ -94,7 +103,7 @@ for r in $(seq "$ROUNDS"); do
         j1=$(busy_jiffies); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
         extra="0 0 0 0"
         if [[ $mode != none ]]; then stop_agent; extra=$(agent_stats); fi
-        echo "$mode $(( j1 - j0 )) $(gbps "$WORK/iperf.json") $extra $(( s1 - s0 )) $(( a1 - a0 ))" \
+        echo "$mode $(( j1 - j0 )) $(gbps "$WORK/iperf.json") $extra $(( s1 - s0 )) $(( a1 - a0 )) $(workload_cpu "$WORK/iperf.json")" \
             | tee -a "$WORK/cpu.txt"
     done
 done
@@ -114,13 +123,17 @@ done
 python3 - "$WORK/cpu.txt" "$WORK/tput.txt" "$HZ" <<'PY'
 import sys, statistics as st
 cpu, tput, hz = sys.argv[1], sys.argv[2], int(sys.argv[3])
-# cpu.txt: mode busy_jiffies gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies
+# cpu.txt: mode busy_jiffies gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies workload_s
 rows = [l.split() for l in open(cpu)]
 def col(rows, mode, i): return [float(r[i]) for r in rows if r[0] == mode and len(r) > i]
 def spread(v): return f"median {st.median(v):9.3f}  min {min(v):9.3f}  max {max(v):9.3f}"
 print("\n== results (medians of alternating rounds; ratios are of medians)")
 host = {m: [(float(r[1]) - float(r[7])) / hz for r in rows if r[0] == m] for m in ("none", "1", "100")}
 whole = {m: [float(r[1]) / hz for r in rows if r[0] == m] for m in ("none", "1", "100")}
+wl = {m: [float(r[9]) + float(r[8]) / hz for r in rows if r[0] == m and len(r) > 9] for m in ("none", "1", "100")}
+for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent, 1 in 100")):
+    if wl[m]:
+        print(f"workload+agent CPU s {label:16s} {spread(wl[m])}  ratio {st.median(wl[m])/st.median(wl['none']):6.3f}")
 for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent, 1 in 100")):
     print(f"traced-host CPU s  {label:18s} {spread(host[m])}  ratio {st.median(host[m])/st.median(host['none']):6.3f}")
 for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent, 1 in 100")):
