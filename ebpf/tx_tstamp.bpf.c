@@ -74,9 +74,9 @@ static __always_inline __u32 sock_netns(struct bpf_sock_ops_kern *k)
 /* Filter every callback, not only ESTABLISHED: TX timestamping is a flag of
  * the socket, so once any program (another agent tracing another namespace)
  * has enabled it, every attached program gets the socket's callbacks. */
-static __always_inline bool other_netns(struct bpf_sock_ops_kern *k)
+static __always_inline bool other_netns(__u32 netns)
 {
-	return target_netns && sock_netns(k) != target_netns;
+	return target_netns && netns != target_netns;
 }
 
 /* Established socket: enable TX timestamping callbacks if it is ours. */
@@ -85,7 +85,7 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
 	int flags = SK_BPF_CB_TX_TIMESTAMPING;
 
-	if (other_netns(k))
+	if (other_netns(sock_netns(k)))
 		return 1;
 	if (bpf_setsockopt(skops, SOL_SOCKET, SK_BPF_CB_FLAGS, &flags,
 			   sizeof(flags))) {
@@ -112,8 +112,10 @@ static __always_inline bool sampled_out(void)
 	return (*n % sample_every) != 0;
 }
 
+/* `netns` is the socket's, already read by the caller's filter. */
 static __always_inline void emit(struct bpf_sock_ops *skops,
-				 struct bpf_sock_ops_kern *k, __u8 stage)
+				 struct bpf_sock_ops_kern *k, __u32 netns,
+				 __u8 stage)
 {
 	struct skb_shared_info *shinfo;
 	struct sk_buff *skb = k->skb;
@@ -151,7 +153,7 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 		if (stage == TX_SENDMSG || stage == TX_ACK)
 			r->seq = *(__u32 *)skb->cb;
 	}
-	r->netns = sock_netns(k);
+	r->netns = netns;
 	r->cpu = cpu;
 	r->stage = stage;
 	r->sport = skops->local_port;
@@ -201,7 +203,7 @@ SEC("sockops")
 int tx_tstamp(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock_ops_kern *k;
-	__u32 op = skops->op;
+	__u32 op = skops->op, netns;
 	__u8 stage;
 
 	switch (op) {
@@ -210,13 +212,14 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 		return on_established(skops);
 	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
 		k = bpf_cast_to_kern_ctx(skops);
-		if (other_netns(k) || sampled_out())
+		netns = sock_netns(k);
+		if (other_netns(netns) || sampled_out())
 			return 1;
 		if (bpf_sock_ops_enable_tx_tstamp(k, 0)) {
 			count(CTR_TAG_ERR);
 			return 1;
 		}
-		emit(skops, k, TX_SENDMSG);
+		emit(skops, k, netns, TX_SENDMSG);
 		return 1;
 	case BPF_SOCK_OPS_TSTAMP_SCHED_CB:
 		stage = TX_SCHED;
@@ -234,8 +237,9 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 		return 1;
 	}
 	k = bpf_cast_to_kern_ctx(skops);
-	if (!other_netns(k))
-		emit(skops, k, stage);
+	netns = sock_netns(k);
+	if (!other_netns(netns))
+		emit(skops, k, netns, stage);
 	return 1;
 }
 

@@ -224,11 +224,6 @@ impl AgentClock {
         }
         out
     }
-
-    /// Failed samples so far.
-    pub fn failures(&self) -> u64 {
-        self.failures
-    }
 }
 
 impl Drop for AgentClock {

@@ -106,6 +106,23 @@ fn section_header() -> SectionHeaderBlock<'static> {
     }
 }
 
+/// The Interface Description Block of an agent.
+fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
+    InterfaceDescriptionBlock {
+        linktype: DataLink::USER0,
+        snaplen: SNAPLEN,
+        options: vec![
+            InterfaceDescriptionOption::IfName(Cow::Borrowed(&a.host)),
+            InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
+                a.agent_id,
+                a.clock_source,
+            ))),
+            // Without it readers assume microseconds (platform-facts.md).
+            InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
+        ],
+    }
+}
+
 /// `if_description` of an agent's interface.
 pub fn interface_description(agent_id: u64, clock_source: u8) -> String {
     format!(
@@ -273,19 +290,7 @@ impl TraceFile {
         if let Some(id) = self.interface(a.index) {
             return Ok(id);
         }
-        let idb = InterfaceDescriptionBlock {
-            linktype: DataLink::USER0,
-            snaplen: SNAPLEN,
-            options: vec![
-                InterfaceDescriptionOption::IfName(Cow::Borrowed(&a.host)),
-                InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
-                    a.agent_id,
-                    a.clock_source,
-                ))),
-                // Without it readers assume microseconds (platform-facts.md).
-                InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
-            ],
-        };
+        let idb = interface_block(a);
         self.w
             .write_pcapng_block(idb)
             .map_err(|e| pcap_err("interface description", e))?;
@@ -579,19 +584,7 @@ mod tests {
         let mut reference =
             PcapNgWriter::with_section_header(Vec::new(), section_header()).unwrap();
         for a in [agent(0, "host-a"), agent(1, "host-bb")] {
-            let idb = InterfaceDescriptionBlock {
-                linktype: DataLink::USER0,
-                snaplen: SNAPLEN,
-                options: vec![
-                    InterfaceDescriptionOption::IfName(Cow::Borrowed(&a.host)),
-                    InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
-                        a.agent_id,
-                        a.clock_source,
-                    ))),
-                    InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
-                ],
-            };
-            reference.write_pcapng_block(idb).unwrap();
+            reference.write_pcapng_block(interface_block(&a)).unwrap();
         }
         let header_len = reference.get_ref().len();
         let cases = cases();
