@@ -2,17 +2,29 @@
 # What tracing costs the traced host (issue 2, benchmarks b and c).
 #
 # Two namespaces joined by veth; iperf3 sends a fixed-rate TCP flow from a
-# to b. Rounds alternate: no agent, agent --sample-every 1, agent
-# --sample-every 100. For each we measure, over the same traffic window:
-# the machine's busy CPU seconds (/proc/stat: everything but idle, iowait
-# and steal), the CPU seconds of the workload (iperf3 client + server, from
-# iperf3's own rusage) plus the agent process, and the sockops program's ns
-# per callback from bpf_stats. On this VM /proc/stat is unreliable: rounds
-# jump by a whole CPU with or without the agent, and some report less busy
-# time than the iperf3 processes alone used; the workload+agent figure is
-# the steadier one.
-# Then the maximum iperf3 throughput with and without the agent, alternating.
-# Reports medians and spread; ratios are of medians.
+# to b. The iperf3 client runs in a cgroup of its own, which the agent
+# (--cgroup) and the reference programs attach to, so nothing else on the
+# machine is traced. Rounds alternate between five modes:
+#   none       no BPF program;
+#   1, 100     the agent at --sample-every 1 and 100;
+#   ref-tag    bench/ref: a sockops program that only enables and tags
+#              (what BPF TX timestamping needs, nothing else);
+#   ref-clock  the same plus one bpf_ktime_get_ns() per callback.
+# The references give, in the same run, the floor under the probe's cost
+# per callback (bpf_stats run_time_ns / run_cnt): what being called costs
+# on this machine, and what the one clock read every event needs costs.
+#
+# Machine CPU seconds come from /proc/stat as wall time x CPUs minus idle,
+# iowait and steal. Those three are exact under NO_HZ (nanosecond sleep
+# accounting), whereas user/system/softirq are sampled at the tick: on this
+# VM the tick-sampled sum swings from 0.2 s to 5.5 s for identical 5 s
+# rounds, because paced traffic runs in bursts locked to timer interrupts.
+# The sink's own CPU (it stands in for the remote host) is subtracted.
+# Also reported: the CPU seconds of the workload (iperf3 client and server
+# rusage) plus the agent process.
+# Then the maximum iperf3 throughput with no program, the agent and the
+# tag-only reference, alternating. Reports medians and spread; ratios are of
+# medians.
 #
 # Env: ROUNDS (9), SECS (10), RATE (2G), TPUT_ROUNDS (7), TPUT_SECS (3).
 set -euo pipefail
@@ -21,12 +33,24 @@ source scripts/setup.sh
 ROUNDS=${ROUNDS:-9} SECS=${SECS:-10} RATE=${RATE:-2G}
 TPUT_ROUNDS=${TPUT_ROUNDS:-7} TPUT_SECS=${TPUT_SECS:-3}
 A=ntr-bench-a B=ntr-bench-b AA=10.211.0.1 AB=10.211.0.2
+CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
+[[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
+CG=$CGROOT/ntr-bench
+PIN=/sys/fs/bpf/ntr-bench-ref
 WORK=$(mktemp -d)
 
+detach_refs() {
+    for p in ref_tag_only ref_tag_clock; do
+        [[ -e $PIN/$p ]] && bpftool cgroup detach "$CG" sock_ops pinned "$PIN/$p" 2>/dev/null || true
+    done
+}
 cleanup() {
     pkill -f "tracer-sink --listen $AB" 2>/dev/null || true
     pkill -f "tracer-agent --sink $AB" 2>/dev/null || true
     pkill -f "iperf3 -s -B $AB" 2>/dev/null || true
+    detach_refs
+    rm -rf "$PIN"
+    rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
     rm -rf "$WORK"
@@ -36,12 +60,20 @@ cleanup; WORK=$(mktemp -d)
 
 cargo build --release --bins --locked -q
 BIN=$PWD/target/release
+CLANG=$(command -v clang-19 || command -v clang)
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I ebpf \
+    -c bench/ref/tx_reference.bpf.c -o "$WORK/ref.o"
+bpftool prog loadall "$WORK/ref.o" "$PIN" type sockops
+mkdir -p "$CG"
+
 ip netns add $A; ip netns add $B
 ip link add ntrbench-a netns $A type veth peer name ntrbench-b netns $B
 ip -n $A addr add $AA/24 dev ntrbench-a; ip -n $B addr add $AB/24 dev ntrbench-b
 for ns in $A $B; do ip -n $ns link set lo up; done
 ip -n $A link set ntrbench-a up; ip -n $B link set ntrbench-b up
 inns() { local ns=$1; shift; nsenter --net=/run/netns/$ns -- "$@"; }
+# The traced workload: the iperf3 client, in the bench cgroup.
+client() { nsenter --net=/run/netns/$A -- sh -c 'echo $$ > "$0/cgroup.procs" && exec iperf3 "$@"' "$CG" "$@"; }
 
 old_stats=$(sysctl -n kernel.bpf_stats_enabled)
 sysctl -qw kernel.bpf_stats_enabled=1
@@ -53,16 +85,22 @@ SINK=$!
 inns $B iperf3 -s -B $AB > /dev/null 2>&1 &
 sleep 0.5
 
-busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }  # user nice system irq softirq (no idle, iowait, steal)
-# utime+stime of a process, in jiffies (the sink stands in for a remote host:
-# its CPU is reported separately and subtracted).
+# "monotonic_s idle_s" where idle counts idle + iowait + steal, all exact.
+machine_snap() { python3 -c '
+import os, time
+t = time.clock_gettime(time.CLOCK_MONOTONIC)
+f = open("/proc/stat").readline().split()
+print(t, (int(f[4]) + int(f[5]) + int(f[8])) / os.sysconf("SC_CLK_TCK"))'; }
+busy_s() { python3 -c 'import os,sys; a=sys.argv[1:3]; b=sys.argv[3:5]; print(round((float(b[0])-float(a[0]))*os.cpu_count()-(float(b[1])-float(a[1])), 3))' $1 $2; }
+# utime+stime of a process in jiffies; the kernel scales both to the exact
+# run time, so their sum is precise.
 proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 HZ=$(getconf CLK_TCK)
 
 start_agent() { # sample_every
     # Direct nsenter (no function) so $! is the agent and gets SIGINT.
     nsenter --net=/run/netns/$A -- "$BIN/tracer-agent" --sink $AB:7420 --hostname bench \
-        --sample-every "$1" --json \
+        --cgroup "$CG" --sample-every "$1" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!
     for _ in $(seq 200); do
@@ -85,6 +123,30 @@ try:
 except Exception:
     print("0 0 0 0")'
 }
+ref_runs() { bpftool prog show pinned "$PIN/$1" -j | python3 -c 'import json,sys; p=json.load(sys.stdin); print(p.get("run_time_ns",0), p.get("run_cnt",0))'; }
+REF0=
+start_ref() { REF0=$(ref_runs "$1"); bpftool cgroup attach "$CG" sock_ops pinned "$PIN/$1"; }
+# "ns_per_run runs 0 0", like agent_stats.
+stop_ref() {
+    bpftool cgroup detach "$CG" sock_ops pinned "$PIN/$1"
+    python3 -c 'import sys; a=sys.argv[1:3]; b=sys.argv[3:5]; n=int(b[1])-int(a[1]); print((int(b[0])-int(a[0]))/n if n else 0, n, 0, 0)' $REF0 $(ref_runs "$1")
+}
+start_mode() {
+    case $1 in
+        none) ;;
+        ref-tag) start_ref ref_tag_only ;;
+        ref-clock) start_ref ref_tag_clock ;;
+        *) start_agent "$1" ;;
+    esac
+}
+stop_mode() { # prints "ns_per_run runs events lost"; call in this shell
+    case $1 in
+        none) echo "0 0 0 0" ;;
+        ref-tag) stop_ref ref_tag_only ;;
+        ref-clock) stop_ref ref_tag_clock ;;
+        *) stop_agent; agent_stats ;;
+    esac
+}
 
 gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bits_per_second"]/1e9)' "$1"; }
 # CPU seconds of the iperf3 client and server themselves (iperf3 measures
@@ -92,18 +154,19 @@ gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"][
 # spent in its context.
 workload_cpu() { python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; c=e["cpu_utilization_percent"]; d=e["sum_sent"]["seconds"]; print((c["host_total"]+c["remote_total"])/100*d)' "$1"; }
 
-echo "== (b) busy CPU seconds for ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds"
+MODES="none 1 100 ref-tag ref-clock"
+echo "== (b, c) ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds of: $MODES"
+echo "   columns: mode machine_busy_s gbps bpf_ns runs events lost sink_jiffies agent_jiffies workload_s"
 : > "$WORK/cpu.txt"
 for r in $(seq "$ROUNDS"); do
-    for mode in none 1 100; do
+    for mode in $MODES; do
         AGENT=0
-        [[ $mode != none ]] && start_agent "$mode"
-        j0=$(busy_jiffies); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)
-        inns $A iperf3 -c $AB -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
-        j1=$(busy_jiffies); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
-        extra="0 0 0 0"
-        if [[ $mode != none ]]; then stop_agent; extra=$(agent_stats); fi
-        echo "$mode $(( j1 - j0 )) $(gbps "$WORK/iperf.json") $extra $(( s1 - s0 )) $(( a1 - a0 )) $(workload_cpu "$WORK/iperf.json")" \
+        start_mode "$mode"
+        m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)
+        client -c $AB -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
+        m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
+        stop_mode "$mode" > "$WORK/extra"  # not in $(...): it waits for the agent
+        echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 )) $(workload_cpu "$WORK/iperf.json")" \
             | tee -a "$WORK/cpu.txt"
     done
 done
@@ -111,48 +174,56 @@ done
 echo "== max throughput, $TPUT_ROUNDS alternating rounds of ${TPUT_SECS}s"
 : > "$WORK/tput.txt"
 for r in $(seq "$TPUT_ROUNDS"); do
-    for mode in none 1; do
-        [[ $mode != none ]] && start_agent 1
-        inns $A iperf3 -c $AB -t "$TPUT_SECS" -J > "$WORK/iperf.json"
-        extra="0 0 0 0"
-        if [[ $mode != none ]]; then stop_agent; extra=$(agent_stats); fi
-        echo "$mode $(gbps "$WORK/iperf.json") $extra" | tee -a "$WORK/tput.txt"
+    for mode in none 1 ref-tag; do
+        start_mode "$mode"
+        client -c $AB -t "$TPUT_SECS" -J > "$WORK/iperf.json"
+        stop_mode "$mode" > "$WORK/extra"
+        echo "$mode $(gbps "$WORK/iperf.json") $(cat "$WORK/extra")" | tee -a "$WORK/tput.txt"
     done
 done
 
 python3 - "$WORK/cpu.txt" "$WORK/tput.txt" "$HZ" <<'PY'
 import sys, statistics as st
 cpu, tput, hz = sys.argv[1], sys.argv[2], int(sys.argv[3])
-# cpu.txt: mode busy_jiffies gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies workload_s
+# cpu.txt: mode busy_s gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies workload_s
 rows = [l.split() for l in open(cpu)]
 def col(rows, mode, i): return [float(r[i]) for r in rows if r[0] == mode and len(r) > i]
-def spread(v): return f"median {st.median(v):9.3f}  min {min(v):9.3f}  max {max(v):9.3f}"
+def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
+def med(v): return st.median(v) if v else float("nan")
+LABEL = {"none": "no program", "1": "agent, every skb", "100": "agent, 1 in 100",
+         "ref-tag": "ref: tag only", "ref-clock": "ref: tag + clock"}
 print("\n== results (medians of alternating rounds; ratios are of medians)")
-host = {m: [(float(r[1]) - float(r[7])) / hz for r in rows if r[0] == m] for m in ("none", "1", "100")}
-whole = {m: [float(r[1]) / hz for r in rows if r[0] == m] for m in ("none", "1", "100")}
-wl = {m: [float(r[9]) + float(r[8]) / hz for r in rows if r[0] == m and len(r) > 9] for m in ("none", "1", "100")}
-for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent, 1 in 100")):
+host = {m: [float(r[1]) - float(r[7]) / hz for r in rows if r[0] == m] for m in LABEL}
+wl = {m: [float(r[9]) + float(r[8]) / hz for r in rows if r[0] == m and len(r) > 9] for m in LABEL}
+print("(b) traced-host CPU s: machine busy (/proc/stat, exact idle) minus the sink")
+for m in LABEL:
+    if host[m]:
+        print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}")
+print("    workload (iperf3 rusage) + agent process CPU s")
+for m in LABEL:
     if wl[m]:
-        print(f"workload+agent CPU s {label:16s} {spread(wl[m])}  ratio {st.median(wl[m])/st.median(wl['none']):6.3f}")
-for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent, 1 in 100")):
-    print(f"traced-host CPU s  {label:18s} {spread(host[m])}  ratio {st.median(host[m])/st.median(host['none']):6.3f}")
-for m, label in (("none", "no agent"), ("1", "agent, every skb"), ("100", "agent, 1 in 100")):
-    print(f"machine CPU s (incl. sink) {label:10s} {spread(whole[m])}  ratio {st.median(whole[m])/st.median(whole['none']):6.3f}")
-for m, label in (("1", "every skb"), ("100", "1 in 100")):
+        print(f"    {LABEL[m]:18s} {spread(wl[m])}  ratio {med(wl[m])/med(wl['none']):6.3f}")
+for m in ("1", "100"):
     ag = [x / hz for x in col(rows, m, 8)]
     bpf = [float(r[3]) * float(r[4]) / 1e9 for r in rows if r[0] == m]
     if ag:
-        print(f"agent process CPU s ({label:9s}) {spread(ag)}   BPF program CPU s {spread(bpf)}")
-for m, label in (("1", "every skb"), ("100", "1 in 100")):
-    ns = [x for x in col(rows, m, 3) if x > 0]
-    if ns:
-        print(f"BPF ns/callback, fixed rate ({label:9s}) {spread(ns)}  events/round {st.median(col(rows, m, 5)):.0f}  ring lost {sum(col(rows, m, 6)):.0f}")
-print("offered Gbit/s (fixed rate):", spread(col(rows, "none", 2)))
+        print(f"    {LABEL[m]:18s} agent process CPU s {spread(ag)}   BPF CPU s {spread(bpf)}")
+print(f"(c) BPF ns per callback (bpf_stats), fixed rate")
+ns = {m: [x for x in col(rows, m, 3) if x > 0] for m in ("1", "100", "ref-tag", "ref-clock")}
+for m, v in ns.items():
+    if v:
+        print(f"    {LABEL[m]:18s} {spread(v)}  runs/round {med(col(rows, m, 4)):.0f}")
+if ns["1"] and ns["ref-clock"]:
+    print(f"    probe above the tag+clock floor: every skb {med(ns['1']) - med(ns['ref-clock']):.0f} ns"
+          + (f", 1 in 100 {med(ns['100']) - med(ns['ref-tag']):.0f} ns above tag only" if ns["100"] and ns["ref-tag"] else ""))
+print(f"    events/round (every skb) {med(col(rows, '1', 5)):.0f}, ring lost {sum(col(rows, '1', 6)) + sum(col(rows, '100', 6)):.0f}")
+print("    offered Gbit/s:", spread(col(rows, "none", 2)))
 t = [l.split() for l in open(tput)]
-g = {m: col(t, m, 1) for m in ("none", "1")}
-print(f"max Gbit/s no agent      {spread(g['none'])}")
-print(f"max Gbit/s agent (1:1)   {spread(g['1'])}  ratio of medians {st.median(g['1'])/st.median(g['none']):.3f}")
-ns = [x for x in col(t, "1", 2) if x > 0]
-if ns:
-    print(f"BPF ns/callback, max rate (every skb) {spread(ns)}  events/round {st.median(col(t, '1', 4)):.0f}  ring lost {sum(col(t, '1', 5)):.0f}")
+g = {m: col(t, m, 1) for m in ("none", "1", "ref-tag")}
+print(f"max Gbit/s no program    {spread(g['none'])}")
+print(f"max Gbit/s agent (1:1)   {spread(g['1'])}  ratio {med(g['1'])/med(g['none']):.3f}")
+print(f"max Gbit/s ref: tag only {spread(g['ref-tag'])}  ratio {med(g['ref-tag'])/med(g['none']):.3f}")
+tns = {m: [x for x in col(t, m, 2) if x > 0] for m in ("1", "ref-tag")}
+if tns["1"] and tns["ref-tag"]:
+    print(f"BPF ns per callback, max rate: agent {spread(tns['1'])}; tag-only ref {spread(tns['ref-tag'])}")
 PY
