@@ -4,12 +4,14 @@
 # Two namespaces joined by veth; iperf3 sends a fixed-rate TCP flow from a
 # to b. The iperf3 client runs in a cgroup of its own, which the agent
 # (--cgroup) and the reference programs attach to, so nothing else on the
-# machine is traced. Rounds alternate between five modes:
-#   none       no BPF program;
-#   1, 100     the agent at --sample-every 1 and 100;
-#   ref-tag    bench/ref: a sockops program that only enables and tags
-#              (what BPF TX timestamping needs, nothing else);
-#   ref-clock  the same plus one bpf_ktime_get_ns() per callback.
+# machine is traced. Rounds alternate between six modes:
+#   none          no BPF program;
+#   1, 100        the agent at --sample-every 1 and 100;
+#   ref-tag       bench/ref: a sockops program that only enables and tags
+#                 (what BPF TX timestamping needs, nothing else);
+#   ref-clock     the same plus one bpf_ktime_get_ns() per callback;
+#   ref-untagged  enables but never tags: only SENDMSG callbacks, as under
+#                 --sample-every 100, where 99 calls in 100 are not tagged.
 # The references give, in the same run, the floor under the probe's cost
 # per callback (bpf_stats run_time_ns / run_cnt): what being called costs
 # on this machine, and what the one clock read every event needs costs.
@@ -40,7 +42,7 @@ PIN=/sys/fs/bpf/ntr-bench-ref
 WORK=$(mktemp -d)
 
 detach_refs() {
-    for p in ref_tag_only ref_tag_clock; do
+    for p in ref_untagged ref_tag_only ref_tag_clock; do
         [[ -e $PIN/$p ]] && bpftool cgroup detach "$CG" sock_ops pinned "$PIN/$p" 2>/dev/null || true
     done
 }
@@ -136,6 +138,7 @@ start_mode() {
         none) ;;
         ref-tag) start_ref ref_tag_only ;;
         ref-clock) start_ref ref_tag_clock ;;
+        ref-untagged) start_ref ref_untagged ;;
         *) start_agent "$1" ;;
     esac
 }
@@ -144,6 +147,7 @@ stop_mode() { # prints "ns_per_run runs events lost"; call in this shell
         none) echo "0 0 0 0" ;;
         ref-tag) stop_ref ref_tag_only ;;
         ref-clock) stop_ref ref_tag_clock ;;
+        ref-untagged) stop_ref ref_untagged ;;
         *) stop_agent; agent_stats ;;
     esac
 }
@@ -154,7 +158,7 @@ gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"][
 # spent in its context.
 workload_cpu() { python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; c=e["cpu_utilization_percent"]; d=e["sum_sent"]["seconds"]; print((c["host_total"]+c["remote_total"])/100*d)' "$1"; }
 
-MODES="none 1 100 ref-tag ref-clock"
+MODES="none 1 100 ref-tag ref-clock ref-untagged"
 echo "== (b, c) ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds of: $MODES"
 echo "   columns: mode machine_busy_s gbps bpf_ns runs events lost sink_jiffies agent_jiffies workload_s"
 : > "$WORK/cpu.txt"
@@ -191,31 +195,47 @@ def col(rows, mode, i): return [float(r[i]) for r in rows if r[0] == mode and le
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
 def med(v): return st.median(v) if v else float("nan")
 LABEL = {"none": "no program", "1": "agent, every skb", "100": "agent, 1 in 100",
-         "ref-tag": "ref: tag only", "ref-clock": "ref: tag + clock"}
+         "ref-tag": "ref: tag only", "ref-clock": "ref: tag + clock", "ref-untagged": "ref: untagged"}
 print("\n== results (medians of alternating rounds; ratios are of medians)")
 host = {m: [float(r[1]) - float(r[7]) / hz for r in rows if r[0] == m] for m in LABEL}
 wl = {m: [float(r[9]) + float(r[8]) / hz for r in rows if r[0] == m and len(r) > 9] for m in LABEL}
+# Rounds run the modes in turn, so the "none" of the same round is the pair.
+def paired(series, m):
+    out, base = [], None
+    for r in rows:
+        if r[0] == "none":
+            base = series(r)
+        elif r[0] == m and base:
+            out.append(series(r) / base)
+    return out
+host_of = lambda r: float(r[1]) - float(r[7]) / hz
 print("(b) traced-host CPU s: machine busy (/proc/stat, exact idle) minus the sink")
+print("    ratio: of medians; paired: median of each round's ratio to its own no-program run")
 for m in LABEL:
     if host[m]:
-        print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}")
+        pr = f"  paired {med(paired(host_of, m)):6.3f}" if m != "none" else ""
+        print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
 print("    workload (iperf3 rusage) + agent process CPU s")
 for m in LABEL:
     if wl[m]:
         print(f"    {LABEL[m]:18s} {spread(wl[m])}  ratio {med(wl[m])/med(wl['none']):6.3f}")
+print("    direct cost: agent process + BPF run time (bpf_stats), against the no-program median")
 for m in ("1", "100"):
     ag = [x / hz for x in col(rows, m, 8)]
     bpf = [float(r[3]) * float(r[4]) / 1e9 for r in rows if r[0] == m]
     if ag:
-        print(f"    {LABEL[m]:18s} agent process CPU s {spread(ag)}   BPF CPU s {spread(bpf)}")
+        direct = 1 + (med(ag) + med(bpf)) / med(host["none"])
+        print(f"    {LABEL[m]:18s} agent s {spread(ag)}  BPF s {spread(bpf)}  ratio {direct:6.3f}")
 print(f"(c) BPF ns per callback (bpf_stats), fixed rate")
-ns = {m: [x for x in col(rows, m, 3) if x > 0] for m in ("1", "100", "ref-tag", "ref-clock")}
+ns = {m: [x for x in col(rows, m, 3) if x > 0] for m in ("1", "100", "ref-tag", "ref-clock", "ref-untagged")}
 for m, v in ns.items():
     if v:
         print(f"    {LABEL[m]:18s} {spread(v)}  runs/round {med(col(rows, m, 4)):.0f}")
-if ns["1"] and ns["ref-clock"]:
-    print(f"    probe above the tag+clock floor: every skb {med(ns['1']) - med(ns['ref-clock']):.0f} ns"
-          + (f", 1 in 100 {med(ns['100']) - med(ns['ref-tag']):.0f} ns above tag only" if ns["100"] and ns["ref-tag"] else ""))
+if ns["1"] and ns["ref-clock"] and ns["ref-tag"]:
+    print(f"    every skb: {med(ns['1']) - med(ns['ref-tag']):.0f} ns above tag only, "
+          f"{med(ns['1']) - med(ns['ref-clock']):.0f} ns above tag + clock")
+if ns["100"] and ns["ref-untagged"]:
+    print(f"    1 in 100: {med(ns['100']) - med(ns['ref-untagged']):.0f} ns above untagged")
 print(f"    events/round (every skb) {med(col(rows, '1', 5)):.0f}, ring lost {sum(col(rows, '1', 6)) + sum(col(rows, '100', 6)):.0f}")
 print("    offered Gbit/s:", spread(col(rows, "none", 2)))
 t = [l.split() for l in open(tput)]

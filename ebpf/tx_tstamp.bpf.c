@@ -96,20 +96,27 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 	return 1;
 }
 
-/* One in sample_every sendmsg calls is tagged; the rest cost one counter. */
+/* One in sample_every sendmsg calls is tagged; the rest cost two counter
+ * updates on one per-CPU cache line. A countdown, not a modulo: no division.
+ * Each CPU tags its first sendmsg, then one in sample_every. */
 static __always_inline bool sampled_out(void)
 {
-	__u32 idx = CTR_SAMPLED_OUT;
-	__u64 *n;
+	__u32 idx = CTR_SENDMSG_SEEN, left_idx = CTR_SAMPLE_LEFT;
+	__u64 *n, *left;
 
 	if (sample_every <= 1)
 		return false;
 	n = bpf_map_lookup_elem(&counters, &idx);
-	if (!n)
+	left = bpf_map_lookup_elem(&counters, &left_idx);
+	if (!n || !left)
 		return false;
 	*n += 1;
-	/* Counts skipped and taken calls alike; the agent subtracts. */
-	return (*n % sample_every) != 0;
+	if (*left) {
+		*left -= 1;
+		return true;
+	}
+	*left = sample_every - 1;
+	return false;
 }
 
 /* `netns` is the socket's, already read by the caller's filter. */

@@ -3,6 +3,9 @@
  * Reference programs for bench/agent-overhead.sh: the floor that the TX
  * probe's cost per callback is measured against, side by side in one run.
  *
+ * ref_untagged:  enables TX timestamping at ESTABLISHED but tags nothing, so
+ *                only the SENDMSG callback runs, and returns: the floor
+ *                under --sample-every N, where most calls are not tagged.
  * ref_tag_only:  what BPF TX timestamping needs and nothing else (enable at
  *                ESTABLISHED, tag at SENDMSG; every other callback returns).
  *                Its ns per callback is the cost of being called at all.
@@ -40,6 +43,14 @@ static __always_inline int tag(struct bpf_sock_ops *skops, __u32 op)
 	else if (op == BPF_SOCK_OPS_TSTAMP_SENDMSG_CB)
 		bpf_sock_ops_enable_tx_tstamp(bpf_cast_to_kern_ctx(skops), 0);
 	return 1;
+}
+
+SEC("sockops")
+int ref_untagged(struct bpf_sock_ops *skops)
+{
+	__u32 op = skops->op;
+
+	return op == BPF_SOCK_OPS_TSTAMP_SENDMSG_CB ? 1 : tag(skops, op);
 }
 
 SEC("sockops")

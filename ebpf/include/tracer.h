@@ -57,8 +57,9 @@ enum counter {
 	CTR_SETSOCKOPT_ERR = 1,	/* SK_BPF_CB_FLAGS refused (kernel lacks it?) */
 	CTR_TAG_ERR = 2,	/* bpf_sock_ops_enable_tx_tstamp failed */
 	CTR_SOCKETS = 3,	/* sockets enabled for TX timestamping */
-	CTR_SAMPLED_OUT = 4,	/* sendmsg calls skipped by --sample-every */
-	CTR_MAX = 5,
+	CTR_SENDMSG_SEEN = 4,	/* sendmsg calls seen while sampling */
+	CTR_SAMPLE_LEFT = 5,	/* sendmsg calls to skip before the next tag */
+	CTR_MAX = 6,
 };
 
 #endif /* TRACER_H */

@@ -244,3 +244,55 @@ fn a_sink_that_restarts_receives_again_and_nothing_crashes() {
     assert_eq!(sink_final["agents"][0]["host"], "sender");
     assert_eq!(sink_final["datagrams_rejected"], 0);
 }
+
+#[test]
+fn sample_every_tags_one_sendmsg_in_n_and_every_tagged_skb_completes() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root for namespaces and BPF");
+        return;
+    }
+    const WRITES: u64 = 400;
+    const N: u64 = 10;
+    let pair = NetnsPair::create("ntrsmp", 233).expect("creating namespaces");
+    // Small writes with TCP_NODELAY: one sendmsg, one skb each.
+    let (o, (local, _)) = traced_run(&pair, &["--sample-every", "10"], || {
+        tcp_flow(&pair, 5203, WRITES as usize, 100)
+    });
+    let bpf = &o.agent_final["stats"]["bpf"];
+    assert_eq!(
+        bpf["sendmsg_seen"].as_u64(),
+        Some(WRITES),
+        "every sendmsg of the flow is counted: {bpf}"
+    );
+    let mut by_skb: BTreeMap<(u64, u32), Vec<TxStage>> = BTreeMap::new();
+    for f in &o.trace.frames {
+        if let Event::Tx(e) = &f.event {
+            assert_eq!(
+                e.flow().sport,
+                local.port(),
+                "only the flow's events: {e:?}"
+            );
+            let stage = e.stage().expect("known stage");
+            by_skb.entry((e.cookie, e.tskey)).or_default().push(stage);
+        }
+    }
+    let sendmsgs = by_skb
+        .values()
+        .filter(|s| s.contains(&TxStage::Sendmsg))
+        .count() as u64;
+    // Each CPU tags its first sendmsg, then one in N.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    assert!(
+        (WRITES / N..=WRITES / N + cpus).contains(&sendmsgs),
+        "{sendmsgs} SENDMSG events for {WRITES} writes at 1 in {N}"
+    );
+    // Only tagged skbs have later stages, and each has all of them (a
+    // retransmission would repeat SCHED and SND_SW, never SENDMSG).
+    for (key, stages) in &by_skb {
+        let n = |s: TxStage| stages.iter().filter(|x| **x == s).count();
+        assert_eq!(n(TxStage::Sendmsg), 1, "skb {key:?}: stages {stages:?}");
+        for s in [TxStage::Sched, TxStage::SndSw, TxStage::Ack] {
+            assert!(n(s) >= 1, "skb {key:?}: stages {stages:?}");
+        }
+    }
+}

@@ -92,8 +92,9 @@ pub struct TxCounters {
     pub tag_errors: u64,
     /// Sockets enabled for TX timestamping.
     pub sockets: u64,
-    /// sendmsg calls seen while sampling (`--sample-every` > 1).
-    pub sample_counter: u64,
+    /// sendmsg calls of traced sockets seen while sampling
+    /// (`--sample-every` > 1); one in N of them was tagged.
+    pub sendmsg_seen: u64,
 }
 
 /// A loaded and attached TX probe. Dropping it detaches the program.
@@ -189,7 +190,7 @@ impl<'obj> TxProbe<'obj> {
             setsockopt_errors: read(1)?,
             tag_errors: read(2)?,
             sockets: read(3)?,
-            sample_counter: read(4)?,
+            sendmsg_seen: read(4)?,
         })
     }
 
