@@ -28,7 +28,9 @@
 # tag-only reference, alternating. Reports medians and spread; ratios are of
 # medians.
 #
-# Env: ROUNDS (9), SECS (10), RATE (2G), TPUT_ROUNDS (7), TPUT_SECS (3).
+# Env: ROUNDS (9), SECS (10), RATE (2G), TPUT_ROUNDS (7), TPUT_SECS (3),
+# MODES (all six; "none" must be among them), e.g. MODES="none 100"
+# ROUNDS=21 TPUT_ROUNDS=0 to narrow down one ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -158,7 +160,7 @@ gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"][
 # spent in its context.
 workload_cpu() { python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; c=e["cpu_utilization_percent"]; d=e["sum_sent"]["seconds"]; print((c["host_total"]+c["remote_total"])/100*d)' "$1"; }
 
-MODES="none 1 100 ref-tag ref-clock ref-untagged"
+MODES=${MODES:-"none 1 100 ref-tag ref-clock ref-untagged"}
 echo "== (b, c) ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds of: $MODES"
 echo "   columns: mode machine_busy_s gbps bpf_ns runs events lost sink_jiffies agent_jiffies workload_s"
 : > "$WORK/cpu.txt"
@@ -212,18 +214,18 @@ host_of = lambda r: float(r[1]) - float(r[7]) / hz
 print("(b) traced-host CPU s: machine busy (/proc/stat, exact idle) minus the sink")
 print("    ratio: of medians; paired: median of each round's ratio to its own no-program run")
 for m in LABEL:
-    if host[m]:
+    if host[m] and host["none"]:
         pr = f"  paired {med(paired(host_of, m)):6.3f}" if m != "none" else ""
         print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
 print("    workload (iperf3 rusage) + agent process CPU s")
 for m in LABEL:
-    if wl[m]:
+    if wl[m] and wl["none"]:
         print(f"    {LABEL[m]:18s} {spread(wl[m])}  ratio {med(wl[m])/med(wl['none']):6.3f}")
 print("    direct cost: agent process + BPF run time (bpf_stats), against the no-program median")
 for m in ("1", "100"):
     ag = [x / hz for x in col(rows, m, 8)]
     bpf = [float(r[3]) * float(r[4]) / 1e9 for r in rows if r[0] == m]
-    if ag:
+    if ag and host["none"]:
         direct = 1 + (med(ag) + med(bpf)) / med(host["none"])
         print(f"    {LABEL[m]:18s} agent s {spread(ag)}  BPF s {spread(bpf)}  ratio {direct:6.3f}")
 print(f"(c) BPF ns per callback (bpf_stats), fixed rate")
@@ -236,9 +238,12 @@ if ns["1"] and ns["ref-clock"] and ns["ref-tag"]:
           f"{med(ns['1']) - med(ns['ref-clock']):.0f} ns above tag + clock")
 if ns["100"] and ns["ref-untagged"]:
     print(f"    1 in 100: {med(ns['100']) - med(ns['ref-untagged']):.0f} ns above untagged")
-print(f"    events/round (every skb) {med(col(rows, '1', 5)):.0f}, ring lost {sum(col(rows, '1', 6)) + sum(col(rows, '100', 6)):.0f}")
+if ns["1"]:
+    print(f"    events/round (every skb) {med(col(rows, '1', 5)):.0f}, ring lost {sum(col(rows, '1', 6)) + sum(col(rows, '100', 6)):.0f}")
 print("    offered Gbit/s:", spread(col(rows, "none", 2)))
 t = [l.split() for l in open(tput)]
+if not t:
+    sys.exit(0)
 g = {m: col(t, m, 1) for m in ("none", "1", "ref-tag")}
 print(f"max Gbit/s no program    {spread(g['none'])}")
 print(f"max Gbit/s agent (1:1)   {spread(g['1'])}  ratio {med(g['1'])/med(g['none']):.3f}")
