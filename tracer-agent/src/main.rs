@@ -27,7 +27,10 @@ use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsF
 Examples:
   tracer-agent --sink 10.0.0.2:7420 --probes tx
   tracer-agent --sink 10.0.0.2:7420 --probes tx --sample-every 100 --stats-interval 5
-  ip netns exec client tracer-agent --sink 10.0.0.2:7420 --hostname client
+  nsenter --net=/run/netns/client tracer-agent --sink 10.0.0.2:7420 --hostname client
+  tracer-agent --sink 10.0.0.2:7420 --clock sink    # follow the sink's clock
+
+(`ip netns exec` remounts /sys and hides the cgroup v2 mount: use nsenter.)
 
 Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN). Ctrl-C detaches the probes,
 sends what is queued and prints the final counters."
@@ -48,6 +51,9 @@ struct Cli {
     cgroup: Option<PathBuf>,
 
     /// Tag one sendmsg call in N (selective sampling); 1 traces every one.
+    /// Each CPU counts on its own: it tags its first call, then every Nth.
+    /// Untagged calls cost one short BPF run and produce no events; the
+    /// stats show how many calls were seen (`sendmsg_seen`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     sample_every: u32,
 

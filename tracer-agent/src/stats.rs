@@ -65,6 +65,12 @@ impl AgentStats {
             self.bpf.tag_errors,
             self.bpf.setsockopt_errors
         ));
+        if self.bpf.sendmsg_seen > 0 {
+            s.push_str(&format!(
+                "  sendmsg seen{:>12} (sampled: tagged one in N)\n",
+                self.bpf.sendmsg_seen
+            ));
+        }
         if let (Some(ns), Some(runs)) = (self.bpf_ns_per_run, self.bpf_runs) {
             s.push_str(&format!(
                 "  runs        {runs:>12}\n  ns/run      {ns:>12.1}\n"
