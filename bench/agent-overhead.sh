@@ -43,8 +43,10 @@ CG=$CGROOT/ntr-bench
 PIN=/sys/fs/bpf/ntr-bench-ref
 WORK=$(mktemp -d)
 
+# Reference mode -> its program in bench/ref/tx_reference.bpf.c.
+declare -A REF=([ref-tag]=ref_tag_only [ref-clock]=ref_tag_clock [ref-untagged]=ref_untagged)
 detach_refs() {
-    for p in ref_untagged ref_tag_only ref_tag_clock; do
+    for p in "${REF[@]}"; do
         [[ -e $PIN/$p ]] && bpftool cgroup detach "$CG" sock_ops pinned "$PIN/$p" 2>/dev/null || true
     done
 }
@@ -138,18 +140,14 @@ stop_ref() {
 start_mode() {
     case $1 in
         none) ;;
-        ref-tag) start_ref ref_tag_only ;;
-        ref-clock) start_ref ref_tag_clock ;;
-        ref-untagged) start_ref ref_untagged ;;
+        ref-*) start_ref "${REF[$1]}" ;;
         *) start_agent "$1" ;;
     esac
 }
 stop_mode() { # prints "ns_per_run runs events lost"; call in this shell
     case $1 in
         none) echo "0 0 0 0" ;;
-        ref-tag) stop_ref ref_tag_only ;;
-        ref-clock) stop_ref ref_tag_clock ;;
-        ref-untagged) stop_ref ref_untagged ;;
+        ref-*) stop_ref "${REF[$1]}" ;;
         *) stop_agent; agent_stats ;;
     esac
 }
