@@ -6,4 +6,5 @@ pub mod netns;
 pub mod pcap;
 pub mod procs;
 pub mod scenario;
+pub mod skip;
 pub mod tshark;

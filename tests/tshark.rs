@@ -144,7 +144,9 @@ impl Tshark {
     pub fn or_skip(test: &str) -> Option<Self> {
         let t = Self::find();
         if t.is_none() {
-            eprintln!("SKIPPED {test}: tshark not found (install tshark or set TSHARK)");
+            crate::skip::skip(&format!(
+                "{test}: tshark not found (install tshark or set TSHARK)"
+            ));
         }
         t
     }

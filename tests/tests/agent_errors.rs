@@ -7,6 +7,7 @@ use std::time::Duration;
 use tracer_e2e::bins::bin;
 use tracer_e2e::netns::is_root;
 use tracer_e2e::procs::{run, Proc};
+use tracer_e2e::skip::require_root;
 
 fn agent() -> Command {
     let mut c = Command::new(bin("tracer-agent"));
@@ -43,7 +44,7 @@ fn without_privileges_it_says_which_capabilities() {
 
 #[test]
 fn a_path_that_is_not_a_cgroup_is_refused() {
-    if !is_root() {
+    if !require_root() {
         return;
     }
     let mut c = agent();
@@ -56,7 +57,7 @@ fn a_path_that_is_not_a_cgroup_is_refused() {
 
 #[test]
 fn a_kernel_without_bpf_tx_timestamping_is_refused() {
-    if !is_root() {
+    if !require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -105,7 +106,7 @@ fn prog_exists(id: u32) -> bool {
 
 #[test]
 fn sigint_and_sigterm_detach_and_print_final_stats() {
-    if !is_root() {
+    if !require_root() {
         return;
     }
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -136,7 +137,7 @@ fn sigint_and_sigterm_detach_and_print_final_stats() {
 
 #[test]
 fn an_unreachable_sink_clock_delays_nothing_beyond_the_lock_timeout() {
-    if !is_root() {
+    if !require_root() {
         return;
     }
     let mut c = agent();

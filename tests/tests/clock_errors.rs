@@ -5,8 +5,8 @@
 use std::process::Command;
 
 use tracer_e2e::bins::bin;
-use tracer_e2e::netns::is_root;
 use tracer_e2e::procs::run;
+use tracer_e2e::skip::require_root;
 
 fn fails_with(mut cmd: Command, needles: &[&str]) {
     let (st, _, err) = run({
@@ -21,7 +21,7 @@ fn fails_with(mut cmd: Command, needles: &[&str]) {
 
 #[test]
 fn agent_refuses_hardware_stamps_without_a_phc() {
-    if !is_root() {
+    if !require_root() {
         return;
     }
     let mut c = Command::new(bin("tracer-agent"));
@@ -38,7 +38,7 @@ fn agent_refuses_hardware_stamps_without_a_phc() {
 
 #[test]
 fn agent_refuses_a_missing_phc_device_and_a_bad_clock_name() {
-    if !is_root() {
+    if !require_root() {
         return;
     }
     let mut c = Command::new(bin("tracer-agent"));

@@ -6,7 +6,8 @@
 
 use clocksync::{measure_offset, ClockId};
 use tracer_codec::{ClockState, Event};
-use tracer_e2e::netns::{is_root, NetnsPair};
+use tracer_e2e::netns::NetnsPair;
+use tracer_e2e::skip::require_root;
 use tracer_e2e::scenario as e2e_tx;
 
 const INJECT: [&str; 4] = [
@@ -77,8 +78,7 @@ fn clock_events(o: &e2e_tx::Outcome) -> Vec<tracer_codec::ClockEvent> {
 
 #[test]
 fn clock_sink_removes_an_injected_clock_error() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for namespaces and BPF");
+    if !require_root() {
         return;
     }
     let pair = NetnsPair::create("ntrclk", 233).expect("creating namespaces");
@@ -111,8 +111,7 @@ fn clock_sink_removes_an_injected_clock_error() {
 
 #[test]
 fn clock_system_shows_the_injected_clock_error() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for namespaces and BPF");
+    if !require_root() {
         return;
     }
     let pair = NetnsPair::create("ntrcls", 234).expect("creating namespaces");

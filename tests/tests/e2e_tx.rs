@@ -7,13 +7,13 @@
 use std::collections::BTreeMap;
 
 use tracer_codec::{Event, TxEvent, TxStage};
-use tracer_e2e::netns::{is_root, NetnsPair};
+use tracer_e2e::netns::NetnsPair;
+use tracer_e2e::skip::require_root;
 use tracer_e2e::scenario::{noise_flow, tai_now_ns, tcp_flow, traced_run};
 
 #[test]
 fn tx_events_of_a_tcp_flow_between_namespaces() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for namespaces and BPF");
+    if !require_root() {
         return;
     }
     let pair = NetnsPair::create("ntre2e", 231).expect("creating namespaces");
@@ -156,8 +156,7 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
 
 #[test]
 fn ring_buffer_overflow_is_counted_and_reaches_the_file() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for namespaces and BPF");
+    if !require_root() {
         return;
     }
     let pair = NetnsPair::create("ntrlos", 232).expect("creating namespaces");
@@ -197,8 +196,7 @@ fn ring_buffer_overflow_is_counted_and_reaches_the_file() {
 #[test]
 fn a_sink_that_restarts_receives_again_and_nothing_crashes() {
     use tracer_e2e::scenario::{spawn_agent, spawn_sink, stop_json};
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for namespaces and BPF");
+    if !require_root() {
         return;
     }
     let pair = NetnsPair::create("ntrrst", 235).expect("creating namespaces");
@@ -247,8 +245,7 @@ fn a_sink_that_restarts_receives_again_and_nothing_crashes() {
 
 #[test]
 fn sample_every_tags_one_sendmsg_in_n_and_every_tagged_skb_completes() {
-    if !is_root() {
-        eprintln!("SKIPPED: needs root for namespaces and BPF");
+    if !require_root() {
         return;
     }
     const WRITES: u64 = 400;

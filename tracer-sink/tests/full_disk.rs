@@ -73,13 +73,11 @@ fn remount(p: &Path, size: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_disk_is_counted_and_survived() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED full_disk_is_counted_and_survived: needs root to mount a tmpfs");
+    if !tracer_e2e::skip::require_root() {
         return;
     }
     let Some(mnt) = mount_tmpfs("256k") else {
-        eprintln!("SKIPPED full_disk_is_counted_and_survived: cannot mount a tmpfs here");
+        tracer_e2e::skip::skip("cannot mount a tmpfs here");
         return;
     };
     let out = mnt.0.join("out");
