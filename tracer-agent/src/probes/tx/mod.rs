@@ -1,15 +1,24 @@
-//! The TX timestamping probe (ebpf/tx_tstamp.bpf.c): load, attach to a
-//! cgroup, read its counters, and decode its records.
+//! The TX timestamping probe (tx.bpf.c beside this file): a sockops program
+//! attached to a cgroup that turns on BPF TX timestamping and writes one
+//! record per callback into its slot ring; here it is loaded, attached,
+//! read, validated and turned into wire events.
+//!
+//! Every number shared with the BPF side (record kind, stages, counter
+//! indices, record layout) comes from the skeleton's `types`, generated from
+//! the object's BTF, i.e. from `bpf/include/tracer.h`. Where a value must
+//! also match the wire codec, a compile-time assert below ties the two.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use tracer_codec::{TxEvent, TxStage};
 
 use super::slots::{Drained, SlotRing};
-use tracer_codec::TxEvent;
+use super::{Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RecordError};
+use crate::preflight::{self, PreflightError};
 
 #[allow(
     clippy::all,
@@ -21,225 +30,244 @@ use tracer_codec::TxEvent;
     unused
 )]
 mod skel {
-    include!(concat!(env!("OUT_DIR"), "/tx_tstamp.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/tx.skel.rs"));
 }
 
-use skel::types::tx_record;
-pub use skel::TxTstampSkel;
+use skel::types::{counter, record_hdr, record_kind, tx_record, tx_stage};
+use skel::TxSkel;
 
-/// `enum record_kind` value of TX records (ebpf/include/tracer.h).
-const RECORD_TX: u16 = 1;
+/// Registry entry of this probe.
+pub const SPEC: ProbeSpec = ProbeSpec {
+    name: NAME,
+    about: "BPF TX timestamping of TCP sends: SENDMSG, SCHED, SND_SW, SND_HW, ACK (Linux >= 6.15)",
+    check,
+    open,
+};
 
-// The Rust mirror comes from the object's BTF; these pin the layout the
-// decoder and the docs assume, so a header edit cannot drift silently.
+const NAME: &str = "tx";
+
+/// `enum record_kind` value of TX records.
+const RECORD_TX: u16 = record_kind::RECORD_TX.0 as u16;
+/// Length of the per-CPU counter array (`CTR_MAX`).
+const N_COUNTERS: usize = counter::CTR_MAX.0 as usize;
+/// Byte offset of the commit word every slot's header ends with.
+const COMMIT_OFFSET: usize = std::mem::offset_of!(record_hdr, commit);
+
+// The kind must fit record_hdr.kind.
+const _: () = assert!(record_kind::RECORD_TX.0 <= u16::MAX as u32);
+
+// C `enum tx_stage` and the codec's TxStage carry the same wire values: a
+// stage added, removed or renumbered on one side only stops the build.
+const _: () = {
+    assert!(tx_stage::TX_STAGE_MAX.0 as usize == TxStage::ALL.len());
+    assert!(tx_stage::TX_SENDMSG.0 == TxStage::Sendmsg as u32);
+    assert!(tx_stage::TX_SCHED.0 == TxStage::Sched as u32);
+    assert!(tx_stage::TX_SND_SW.0 == TxStage::SndSw as u32);
+    assert!(tx_stage::TX_SND_HW.0 == TxStage::SndHw as u32);
+    assert!(tx_stage::TX_ACK.0 == TxStage::Ack as u32);
+};
+
+// The wire body is the BPF record without its ring header and padding,
+// plus the global stamp the agent adds: a field added to tx_record without
+// its place in the codec's TxEvent (or the reverse) stops the build.
+const _: () = assert!(
+    TxEvent::BODY_LEN
+        == std::mem::size_of::<tx_record>() - std::mem::size_of::<record_hdr>()
+            - std::mem::size_of::<u16>() // _pad
+            + std::mem::size_of::<u64>() // global_ns
+);
+// Every counter read below lies inside the counter array.
+const _: () = {
+    let used = [
+        counter::CTR_RB_LOST,
+        counter::CTR_SETSOCKOPT_ERR,
+        counter::CTR_TAG_ERR,
+        counter::CTR_SOCKETS,
+        counter::CTR_SENDMSG_SEEN,
+    ];
+    let mut i = 0;
+    while i < used.len() {
+        assert!((used[i].0 as usize) < N_COUNTERS);
+        i += 1;
+    }
+};
+// `--ring-slots`'s help quotes the slot size.
 const _: () = assert!(std::mem::size_of::<tx_record>() == 112);
-const _: () = assert!(std::mem::offset_of!(tx_record, mono_ns) == 8);
-const _: () = assert!(std::mem::offset_of!(tx_record, comm) == 96);
 
-/// Why the probe could not be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    /// Opening or loading the BPF object failed.
-    #[error("loading the TX timestamping BPF program failed: {0}")]
-    Load(#[source] libbpf_rs::Error),
-    /// The cgroup directory could not be opened.
-    #[error("cannot open cgroup directory {path}: {source}")]
-    Cgroup {
-        /// The directory.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// Attaching to the cgroup failed.
-    #[error("attaching the sockops program to cgroup {path} failed: {source}")]
-    Attach {
-        /// The directory.
-        path: PathBuf,
-        /// The libbpf error.
-        source: libbpf_rs::Error,
-    },
-    /// Reading a map failed.
-    #[error("reading BPF map {map}: {source}")]
-    Map {
-        /// Map name.
-        map: &'static str,
-        /// The libbpf error.
-        source: libbpf_rs::Error,
-    },
+/// Preflight: the kernel must have BPF TX timestamping.
+fn check(cfg: &ProbeConfig) -> Result<(), PreflightError> {
+    preflight::check_tx_timestamping(&cfg.btf)
 }
 
-/// Load-time configuration (BPF `.rodata`).
-#[derive(Debug, Clone)]
-pub struct TxProbeConfig {
-    /// cgroup v2 directory whose sockets are traced (and its descendants).
-    pub cgroup: PathBuf,
-    /// netns inode to trace; 0 traces every namespace.
-    pub target_netns: u32,
-    /// Tag one sendmsg in N.
-    pub sample_every: u32,
-    /// Record slots per CPU (power of two).
-    pub slots_per_cpu: u32,
+/// [`SPEC`]'s open: open, configure and load (not attached).
+fn open<'obj>(
+    object: &'obj mut MaybeUninit<OpenObject>,
+    cfg: &ProbeConfig,
+) -> Result<Box<dyn Probe + 'obj>, ProbeError> {
+    Ok(Box::new(TxProbe::load(object, cfg)?))
 }
 
-/// Counters kept by the BPF program (summed over CPUs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct TxCounters {
-    /// Records the probe could not place (no slot): lost in the kernel.
-    pub ringbuf_lost: u64,
-    /// Sockets where enabling TX timestamping failed.
-    pub setsockopt_errors: u64,
-    /// sendmsg calls whose skb could not be tagged.
-    pub tag_errors: u64,
-    /// Sockets enabled for TX timestamping.
-    pub sockets: u64,
-    /// sendmsg calls of traced sockets seen while sampling
-    /// (`--sample-every` > 1); one in N of them was tagged.
-    pub sendmsg_seen: u64,
+fn load_err(source: libbpf_rs::Error) -> ProbeError {
+    ProbeError::Load {
+        probe: NAME,
+        source,
+    }
 }
 
-/// A loaded and attached TX probe. Dropping it detaches the program.
+fn map_err(map: &'static str) -> impl FnOnce(libbpf_rs::Error) -> ProbeError {
+    move |source| ProbeError::Map {
+        probe: NAME,
+        map,
+        source,
+    }
+}
+
+/// A loaded TX probe. Dropping it detaches the program.
 pub struct TxProbe<'obj> {
-    skel: TxTstampSkel<'obj>,
+    skel: TxSkel<'obj>,
+    cgroup: std::path::PathBuf,
     link: Option<Link>,
     ring: SlotRing,
 }
 
 impl<'obj> TxProbe<'obj> {
-    /// Open, configure, load and attach the probe. `object` holds the BPF
-    /// object for the probe's lifetime.
+    /// Open, configure and load the probe. `object` holds the BPF object
+    /// for the probe's lifetime.
     pub fn load(
         object: &'obj mut MaybeUninit<OpenObject>,
-        cfg: &TxProbeConfig,
+        cfg: &ProbeConfig,
     ) -> Result<Self, ProbeError> {
-        let builder = skel::TxTstampSkelBuilder::default();
-        let mut open = builder.open(object).map_err(ProbeError::Load)?;
+        let builder = skel::TxSkelBuilder::default();
+        let mut open = builder.open(object).map_err(load_err)?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
             ro.sample_every = cfg.sample_every.max(1);
             ro.slots_per_cpu = cfg.slots_per_cpu;
         }
-        let ncpu = libbpf_rs::num_possible_cpus().map_err(ProbeError::Load)?;
+        let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;
         let entries = (ncpu as u64 * u64::from(cfg.slots_per_cpu)).min(u64::from(u32::MAX)) as u32;
-        open.maps
-            .slots
-            .set_max_entries(entries)
-            .map_err(ProbeError::Load)?;
-        let skel = open.load().map_err(ProbeError::Load)?;
+        open.maps.slots.set_max_entries(entries).map_err(load_err)?;
+        let skel = open.load().map_err(load_err)?;
         let heads = read_heads(&skel)?;
         let ring = SlotRing::new(
             skel.maps.slots.as_fd(),
             std::mem::size_of::<tx_record>(),
+            COMMIT_OFFSET,
             cfg.slots_per_cpu,
             &heads,
         )
-        .map_err(|source| ProbeError::Map {
-            map: "slots",
-            source: libbpf_rs::Error::from(source),
-        })?;
-        let dir = std::fs::File::open(&cfg.cgroup).map_err(|source| ProbeError::Cgroup {
-            path: cfg.cgroup.clone(),
+        .map_err(|e| map_err("slots")(libbpf_rs::Error::from(e)))?;
+        Ok(TxProbe {
+            skel,
+            cgroup: cfg.cgroup.clone(),
+            link: None,
+            ring,
+        })
+    }
+}
+
+impl Probe for TxProbe<'_> {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn attach(&mut self) -> Result<(), ProbeError> {
+        let dir = std::fs::File::open(&self.cgroup).map_err(|source| ProbeError::Cgroup {
+            path: self.cgroup.clone(),
             source,
         })?;
-        let link = skel
+        let link = self
+            .skel
             .progs
             .tx_tstamp
             .attach_cgroup(dir.as_raw_fd())
             .map_err(|source| ProbeError::Attach {
-                path: cfg.cgroup.clone(),
+                probe: NAME,
+                path: self.cgroup.clone(),
                 source,
             })?;
-        Ok(TxProbe {
-            skel,
-            link: Some(link),
-            ring,
-        })
+        self.link = Some(link);
+        Ok(())
     }
 
-    /// Hand every record written since the last drain to `f`.
-    pub fn drain(&mut self, f: impl FnMut(&[u8])) -> Result<Drained, ProbeError> {
+    fn drain(&mut self, out: &mut dyn Collector) -> Result<Drained, ProbeError> {
         let heads = read_heads(&self.skel)?;
-        Ok(self.ring.drain(&heads, f))
+        Ok(self.ring.drain(&heads, |data| deliver(data, out)))
     }
 
-    /// Program fd (for bpf_stats).
-    pub fn prog_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.skel.progs.tx_tstamp.as_fd()
-    }
-
-    /// Current counter values.
-    pub fn counters(&self) -> Result<TxCounters, ProbeError> {
-        let map = &self.skel.maps.counters;
-        let read = |idx: u32| -> Result<u64, ProbeError> {
-            let per_cpu = map
-                .lookup_percpu(&idx.to_ne_bytes(), MapFlags::ANY)
-                .map_err(|source| ProbeError::Map {
-                    map: "counters",
-                    source,
-                })?
-                .unwrap_or_default();
-            Ok(per_cpu
-                .iter()
-                .filter_map(|v| {
-                    v.get(..8)
-                        .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
-                })
-                .sum())
-        };
-        Ok(TxCounters {
-            ringbuf_lost: read(0)?,
-            setsockopt_errors: read(1)?,
-            tag_errors: read(2)?,
-            sockets: read(3)?,
-            sendmsg_seen: read(4)?,
+    fn counters(&self) -> Result<ProbeCounters, ProbeError> {
+        let c = read_counters(&self.skel)?;
+        let at = |i: counter| c[i.0 as usize];
+        Ok(ProbeCounters {
+            ringbuf_lost: at(counter::CTR_RB_LOST),
+            setsockopt_errors: at(counter::CTR_SETSOCKOPT_ERR),
+            tag_errors: at(counter::CTR_TAG_ERR),
+            sockets: at(counter::CTR_SOCKETS),
+            sendmsg_seen: at(counter::CTR_SENDMSG_SEEN),
         })
     }
 
-    /// Detach now (also done on drop).
-    pub fn detach(&mut self) {
+    fn programs(&self) -> Vec<BorrowedFd<'_>> {
+        vec![self.skel.progs.tx_tstamp.as_fd()]
+    }
+
+    fn detach(&mut self) {
         self.link.take();
     }
 }
 
+/// Decode and validate one ring record, and hand its event (or its error)
+/// to `out`.
+fn deliver(data: &[u8], out: &mut dyn Collector) {
+    match TxRecord::decode(data) {
+        Ok(rec) => out.tx(&rec.to_event(out.global_ns(rec.mono_ns()))),
+        Err(e) => out.bad_record(NAME, e),
+    }
+}
+
+/// Every counter of the per-CPU `counters` array, summed over CPUs.
+fn read_counters(skel: &TxSkel<'_>) -> Result<[u64; N_COUNTERS], ProbeError> {
+    let mut out = [0u64; N_COUNTERS];
+    for (idx, v) in out.iter_mut().enumerate() {
+        let per_cpu = skel
+            .maps
+            .counters
+            .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("counters"))?
+            .unwrap_or_default();
+        *v = per_cpu.iter().map(|b| u64_at(b)).sum();
+    }
+    Ok(out)
+}
+
+/// The first 8 bytes of a per-CPU value as a u64 (0 if shorter).
+fn u64_at(b: &[u8]) -> u64 {
+    b.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_ne_bytes)
+}
+
 /// The per-CPU producer counters.
-fn read_heads(skel: &TxTstampSkel<'_>) -> Result<Vec<u64>, ProbeError> {
+fn read_heads(skel: &TxSkel<'_>) -> Result<Vec<u64>, ProbeError> {
     let per_cpu = skel
         .maps
         .heads
         .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .map_err(|source| ProbeError::Map {
-            map: "heads",
-            source,
-        })?
+        .map_err(map_err("heads"))?
         .unwrap_or_default();
-    Ok(per_cpu
-        .iter()
-        .map(|v| {
-            v.get(..8)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, u64::from_ne_bytes)
-        })
-        .collect())
+    Ok(per_cpu.iter().map(|b| u64_at(b)).collect())
 }
 
-/// A record the probe wrote, decoded.
+/// A record the probe wrote, decoded and validated.
 #[derive(Debug, Clone, Copy)]
 pub struct TxRecord(tx_record);
 
-/// Why a probe record was not decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
-    /// Shorter than its header claims or than a TX record.
-    #[error("short record: {0} bytes")]
-    Short(usize),
-    /// A kind this agent does not know.
-    #[error("unknown record kind {0}")]
-    UnknownKind(u16),
-}
-
 impl TxRecord {
-    /// Decode a probe record; never panics on bad input.
+    /// Decode a probe record and check what the wire format relies on
+    /// (kind, length, stage, family); never panics on bad input.
     pub fn decode(data: &[u8]) -> Result<Self, RecordError> {
-        if data.len() < std::mem::size_of::<tx_record>() {
+        let size = std::mem::size_of::<tx_record>();
+        if data.len() < size {
             return Err(RecordError::Short(data.len()));
         }
         // SAFETY: the length was checked; read_unaligned copes with any
@@ -247,6 +275,18 @@ impl TxRecord {
         let rec: tx_record = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
         if rec.hdr.kind != RECORD_TX {
             return Err(RecordError::UnknownKind(rec.hdr.kind));
+        }
+        if usize::from(rec.hdr.len) != size {
+            return Err(RecordError::BadLen {
+                got: rec.hdr.len,
+                want: size,
+            });
+        }
+        if TxStage::from_u8(rec.stage).is_none() {
+            return Err(RecordError::UnknownStage(rec.stage));
+        }
+        if !matches!(rec.family, 4 | 6) {
+            return Err(RecordError::BadFamily(rec.family));
         }
         Ok(TxRecord(rec))
     }
@@ -256,7 +296,7 @@ impl TxRecord {
         self.0.mono_ns
     }
 
-    /// Stage value.
+    /// The stage (validated by [`TxRecord::decode`]).
     pub fn stage(&self) -> u8 {
         self.0.stage
     }
@@ -304,15 +344,15 @@ mod tests {
 
     fn sample() -> tx_record {
         tx_record {
-            hdr: skel::types::record_hdr {
+            hdr: record_hdr {
                 kind: RECORD_TX,
-                len: 112,
+                len: std::mem::size_of::<tx_record>() as u16,
                 commit: 1,
             },
             mono_ns: 5,
             cookie: 9,
             tskey: 77,
-            stage: 2,
+            stage: tx_stage::TX_SND_SW.0 as u8,
             family: 4,
             sport: 1,
             dport: 2,
@@ -337,7 +377,7 @@ mod tests {
         let ev = rec.to_event(123);
         assert_eq!(
             (ev.mono_ns, ev.global_ns, ev.cookie, ev.tskey, ev.stage),
-            (5, 123, 9, 77, 2)
+            (5, 123, 9, 77, TxStage::SndSw as u8)
         );
         assert_eq!(&ev.comm, b"aaaaaaaaaaaaaaaa");
     }
@@ -355,6 +395,86 @@ mod tests {
             TxRecord::decode(&bytes(&s)).unwrap_err(),
             RecordError::UnknownKind(9)
         );
+    }
+
+    #[test]
+    fn decode_validates_length_stage_and_family() {
+        let mut s = sample();
+        s.hdr.len = 40;
+        assert_eq!(
+            TxRecord::decode(&bytes(&s)).unwrap_err(),
+            RecordError::BadLen {
+                got: 40,
+                want: size_of::<tx_record>()
+            }
+        );
+        let mut s = sample();
+        s.stage = tx_stage::TX_STAGE_MAX.0 as u8;
+        assert_eq!(
+            TxRecord::decode(&bytes(&s)).unwrap_err(),
+            RecordError::UnknownStage(s.stage)
+        );
+        for family in [0, 2, 5, 10, 255] {
+            let mut s = sample();
+            s.family = family;
+            assert_eq!(
+                TxRecord::decode(&bytes(&s)).unwrap_err(),
+                RecordError::BadFamily(family)
+            );
+        }
+        // Every stage the C header defines and both families pass.
+        for stage in 0..tx_stage::TX_STAGE_MAX.0 as u8 {
+            for family in [4, 6] {
+                let mut s = sample();
+                s.stage = stage;
+                s.family = family;
+                assert!(TxRecord::decode(&bytes(&s)).is_ok(), "{stage} {family}");
+            }
+        }
+    }
+
+    /// Collects what a drain delivers.
+    #[derive(Default)]
+    struct Seen {
+        events: Vec<TxEvent>,
+        bad: Vec<RecordError>,
+    }
+
+    impl Collector for Seen {
+        fn global_ns(&self, mono_ns: u64) -> u64 {
+            mono_ns + 1000
+        }
+        fn tx(&mut self, ev: &TxEvent) {
+            self.events.push(*ev);
+        }
+        fn bad_record(&mut self, probe: &'static str, err: RecordError) {
+            assert_eq!(probe, "tx");
+            self.bad.push(err);
+        }
+    }
+
+    #[test]
+    fn a_bad_record_is_dropped_alone_and_its_neighbours_delivered() {
+        let mut bad_stage = sample();
+        bad_stage.stage = 200;
+        let mut bad_family = sample();
+        bad_family.family = 7;
+        let mut seen = Seen::default();
+        for r in [sample(), bad_stage, sample(), bad_family, sample()] {
+            deliver(&bytes(&r), &mut seen);
+        }
+        assert_eq!(
+            seen.bad,
+            [RecordError::UnknownStage(200), RecordError::BadFamily(7)]
+        );
+        assert_eq!(seen.events.len(), 3);
+        assert!(seen.events.iter().all(|e| e.global_ns == 1005));
+        // Each delivered event encodes: none would make the sink reject
+        // the datagram.
+        let mut b = tracer_codec::DatagramBuilder::new("h", 65000);
+        for e in &seen.events {
+            assert!(b.push_tx(e));
+        }
     }
 
     #[test]
