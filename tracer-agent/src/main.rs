@@ -15,8 +15,8 @@ use tracer_agent::probes::{
 };
 use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsFilter};
 
-/// Capture kernel TX timestamping events with eBPF and send them to a
-/// tracer-sink, every stamp converted to the global time axis.
+/// nettrace agent: capture kernel network events with eBPF probes and send
+/// them to a tracer-sink, every stamp converted to the global time axis.
 ///
 /// The tx probe turns on BPF TX timestamping (Linux >= 6.15) for the
 /// established TCP sockets of this network namespace under --cgroup and
@@ -287,4 +287,39 @@ fn real_main() -> anyhow::Result<()> {
     let stats = run(&cfg, stop)?;
     print_stats(&stats, cfg.json, true);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(["tracer-agent", "--sink", "127.0.0.1:9"].iter().chain(args))
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn probes_default_to_tx_and_unknown_names_list_the_known_ones() {
+        let names = |c: Cli| -> Vec<&str> {
+            in_registry_order(&c.probes)
+                .iter()
+                .map(|p| p.name)
+                .collect()
+        };
+        assert_eq!(names(parse(&[]).unwrap()), ["tx"]);
+        assert_eq!(names(parse(&["--probes", "tx,tx"]).unwrap()), ["tx"]);
+        let e = parse(&["--probes", "tx,bogus"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        let msg = e.to_string();
+        assert!(msg.contains("unknown probe \"bogus\""), "{msg}");
+        assert!(
+            msg.contains(&format!("known probes are {}", known_probe_names())),
+            "{msg}"
+        );
+    }
 }
