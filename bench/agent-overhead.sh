@@ -67,7 +67,7 @@ cleanup; WORK=$(mktemp -d)
 cargo build --release --bins --locked -q
 BIN=$PWD/target/release
 CLANG=$(command -v clang-19 || command -v clang)
-"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I ebpf \
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I tracer-agent/bpf/include \
     -c bench/ref/tx_reference.bpf.c -o "$WORK/ref.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN" type sockops
 mkdir -p "$CG"

@@ -5,6 +5,7 @@
 # stamped in user space. Needs root. Usage: bench/clock-exchange.sh [samples]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/setup.sh # iperf3, iproute2 on a fresh machine
 SAMPLES=${1:-300}
 NA=cs-bench-a NB=cs-bench-b
 A=10.77.0.1 B=10.77.0.2

@@ -1,12 +1,12 @@
-//! Compiles the BPF programs in ../ebpf with clang and generates their
-//! libbpf-rs skeletons, so `cargo build` is the only build step.
+//! Compiles every probe's BPF program (each `src/probes/<probe>/*.bpf.c`)
+//! with clang against the shared headers in `bpf/include/`, and generates
+//! one libbpf-rs skeleton per program into `OUT_DIR/<name>.skel.rs`, so
+//! `cargo build` is the only build step and a new probe needs no edit here.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
-
-const PROGRAMS: &[&str] = &["tx_tstamp"];
 
 fn find_clang() -> PathBuf {
     if let Ok(c) = env::var("BPF_CLANG") {
@@ -25,22 +25,71 @@ fn find_clang() -> PathBuf {
     panic!("no clang found to compile the BPF programs: install clang-19 (apt-get install clang-19) or set BPF_CLANG");
 }
 
+/// Sorted entries of `dir`, for a build that does not depend on readdir order.
+fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| {
+            e.unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+                .path()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every `*.bpf.c` one level down in `probes` (one folder per probe), with
+/// the program name (the file name without `.bpf.c`).
+fn bpf_programs(probes: &Path) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for dir in sorted_entries(probes).into_iter().filter(|p| p.is_dir()) {
+        for src in sorted_entries(&dir) {
+            let Some(name) = src
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".bpf.c"))
+            else {
+                continue;
+            };
+            // Skeletons share OUT_DIR and libbpf-cargo names objects by file.
+            if let Some((_, other)) = found.iter().find(|(n, _)| n == name) {
+                panic!(
+                    "two BPF programs named {name}: {} and {}; rename one",
+                    other.display(),
+                    src.display()
+                );
+            }
+            found.push((name.to_owned(), src));
+        }
+    }
+    found
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
-    let ebpf = manifest.join("..").join("ebpf");
+    let include = manifest.join("bpf").join("include");
+    let probes = manifest.join("src").join("probes");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
     let clang = find_clang();
     println!("cargo:rerun-if-env-changed=BPF_CLANG");
-    println!("cargo:rerun-if-changed={}", ebpf.join("include").display());
-    for entry in std::fs::read_dir(ebpf.join("include")).expect("ebpf/include exists") {
-        let entry = entry.expect("readable ebpf/include");
-        println!("cargo:rerun-if-changed={}", entry.path().display());
+    for header in sorted_entries(&include) {
+        println!("cargo:rerun-if-changed={}", header.display());
     }
-    for prog in PROGRAMS {
-        let src = ebpf.join(format!("{prog}.bpf.c"));
+    // A new probe folder always comes with its line in the registry
+    // (probes/mod.rs): watching that file finds new programs without
+    // rebuilding the BPF on every edit of a probe's Rust code.
+    println!("cargo:rerun-if-changed={}", probes.join("mod.rs").display());
+    let programs = bpf_programs(&probes);
+    assert!(
+        !programs.is_empty(),
+        "no BPF program (*.bpf.c) under {}",
+        probes.display()
+    );
+    for (name, src) in programs {
         println!("cargo:rerun-if-changed={}", src.display());
         SkeletonBuilder::new()
             .source(&src)
+            .obj(out.join(format!("{name}.bpf.o")))
             .clang(&clang)
             .clang_args([
                 "-Wall".into(),
@@ -48,9 +97,9 @@ fn main() {
                 "-mcpu=v3".into(),
                 "-Werror".into(),
                 "-I".into(),
-                ebpf.as_os_str().to_owned(),
+                include.as_os_str().to_owned(),
             ])
-            .build_and_generate(out.join(format!("{prog}.skel.rs")))
-            .unwrap_or_else(|e| panic!("building BPF program {prog}: {e:#}"));
+            .build_and_generate(out.join(format!("{name}.skel.rs")))
+            .unwrap_or_else(|e| panic!("building BPF program {}: {e:#}", src.display()));
     }
 }

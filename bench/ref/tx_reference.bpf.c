@@ -15,7 +15,7 @@
  * No netns filter and no output: the bench attaches them to a cgroup that
  * holds only its own iperf3 client.
  */
-#include "include/kernel.h"
+#include "kernel.h"
 #include <bpf/bpf_helpers.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -71,8 +71,8 @@ fn a_kernel_without_bpf_tx_timestamping_is_refused() {
 #[test]
 fn unknown_probe_and_bad_options_are_refused() {
     let mut c = agent();
-    c.args(["--probes", "tx,rx"]);
-    assert_fails_with(c, &["unknown probe", "tx"]);
+    c.args(["--probes", "tx,bogus"]);
+    assert_fails_with(c, &["unknown probe \"bogus\"", "known probes are tx"]);
     let mut c = agent();
     c.args(["--sample-every", "0"]);
     assert_fails_with(c, &["sample-every"]);
@@ -92,6 +92,24 @@ fn unknown_probe_and_bad_options_are_refused() {
     ] {
         assert!(out.contains(flag), "--help lacks {flag}");
     }
+}
+
+#[test]
+fn an_unknown_probe_is_refused_before_anything_is_loaded() {
+    // As root loading would succeed, so only the name check can stop it.
+    // Exit code 2 is clap's usage error: the name is refused while the
+    // command line is parsed, before preflight, clock or BPF (other tests
+    // of this file load programs concurrently, so counting loaded programs
+    // here would race with them).
+    let mut c = agent();
+    c.args(["--probes", "bogus", "--clock-lock-timeout", "0"]);
+    let (st, out, err) = run(c);
+    assert_eq!(st.code(), Some(2), "usage error expected: {err}");
+    for needle in ["unknown probe \"bogus\"", "known probes are", "tx"] {
+        assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
+    }
+    assert!(!err.contains("probe attached"), "{err}");
+    assert!(out.is_empty(), "no stats without a run: {out}");
 }
 
 fn prog_exists(id: u32) -> bool {

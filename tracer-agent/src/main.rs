@@ -10,10 +10,13 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use tracer_agent::clock::{ClockChoice, ClockConfig};
 use tracer_agent::pipeline::AgentIdentity;
+use tracer_agent::probes::{
+    in_registry_order, known_probe_names, probe_by_name, probes_help, ProbeSpec,
+};
 use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsFilter};
 
-/// Capture kernel TX timestamping events with eBPF and send them to a
-/// tracer-sink, every stamp converted to the global time axis.
+/// nettrace agent: capture kernel network events with eBPF probes and send
+/// them to a tracer-sink, every stamp converted to the global time axis.
 ///
 /// The tx probe turns on BPF TX timestamping (Linux >= 6.15) for the
 /// established TCP sockets of this network namespace under --cgroup and
@@ -40,9 +43,16 @@ struct Cli {
     #[arg(long)]
     sink: SocketAddr,
 
-    /// Probes to load, comma separated. Available: tx.
-    #[arg(long, value_delimiter = ',', default_value = "tx")]
-    probes: Vec<String>,
+    #[arg(
+        long,
+        help = format!("Probes to load, comma separated; known: {}", known_probe_names()),
+        value_delimiter = ',',
+        default_value = "tx",
+        value_name = "NAMES",
+        value_parser = probe_by_name,
+        long_help = probes_help()
+    )]
+    probes: Vec<&'static ProbeSpec>,
 
     /// cgroup v2 directory whose sockets are traced (with its descendants).
     /// Default: the cgroup v2 root (/sys/fs/cgroup, or /sys/fs/cgroup/unified
@@ -98,8 +108,8 @@ struct Cli {
     #[arg(long, default_value_t = 100, value_name = "MS")]
     poll_ms: u64,
 
-    /// Record slots per CPU in the probe's ring (power of two; 112 bytes
-    /// each). The agent reads them every --poll-ms, sooner while they fill
+    /// Record slots per CPU in each probe's ring (power of two; 112 bytes
+    /// each for tx). The agent reads them every --poll-ms, sooner while they fill
     /// fast; records overwritten before that are counted as lost.
     #[arg(long, default_value_t = 32768, value_name = "N")]
     ring_slots: u32,
@@ -165,22 +175,6 @@ struct Cli {
     btf: PathBuf,
 }
 
-/// The error and its causes on one line, skipping a cause whose text the
-/// message before it already contains.
-fn error_chain(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
-    }
-    out
-}
-
 /// Set by SIGINT/SIGTERM; the main loop polls it.
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -224,7 +218,8 @@ fn main() -> std::process::ExitCode {
     match real_main() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tracer-agent: error: {}", error_chain(&e));
+            // `{:#}`: the message and each cause once, on one line.
+            eprintln!("tracer-agent: error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -232,11 +227,6 @@ fn main() -> std::process::ExitCode {
 
 fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    for p in &cli.probes {
-        if p != "tx" {
-            bail!("unknown probe {p:?}: available probes are: tx");
-        }
-    }
     if !cli.ring_slots.is_power_of_two() || cli.ring_slots < 64 {
         bail!(
             "--ring-slots must be a power of two of at least 64, got {}",
@@ -260,6 +250,7 @@ fn real_main() -> anyhow::Result<()> {
     let stop = &STOP;
     let cfg = AgentConfig {
         sink: cli.sink,
+        probes: in_registry_order(&cli.probes),
         cgroup: cli
             .cgroup
             .unwrap_or_else(tracer_agent::preflight::default_cgroup),
@@ -296,4 +287,39 @@ fn real_main() -> anyhow::Result<()> {
     let stats = run(&cfg, stop)?;
     print_stats(&stats, cfg.json, true);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(["tracer-agent", "--sink", "127.0.0.1:9"].iter().chain(args))
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn probes_default_to_tx_and_unknown_names_list_the_known_ones() {
+        let names = |c: Cli| -> Vec<&str> {
+            in_registry_order(&c.probes)
+                .iter()
+                .map(|p| p.name)
+                .collect()
+        };
+        assert_eq!(names(parse(&[]).unwrap()), ["tx"]);
+        assert_eq!(names(parse(&["--probes", "tx,tx"]).unwrap()), ["tx"]);
+        let e = parse(&["--probes", "tx,bogus"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        let msg = e.to_string();
+        assert!(msg.contains("unknown probe \"bogus\""), "{msg}");
+        assert!(
+            msg.contains(&format!("known probes are {}", known_probe_names())),
+            "{msg}"
+        );
+    }
 }

@@ -18,11 +18,12 @@ pub enum PreflightError {
     #[error(
         "insufficient privileges: loading BPF programs needs CAP_BPF and CAP_PERFMON \
          (or CAP_SYS_ADMIN) and attaching to a cgroup needs CAP_NET_ADMIN; \
-         missing: {missing}. Run tracer-agent as root (sudo) or grant those capabilities"
+         missing: {}. Run tracer-agent as root (sudo) or grant those capabilities",
+        .missing.join(", ")
     )]
     Privileges {
         /// Names of the missing capabilities.
-        missing: String,
+        missing: Vec<&'static str>,
     },
     /// The cgroup directory is missing or not cgroup v2.
     #[error(
@@ -35,7 +36,7 @@ pub enum PreflightError {
         /// The path given.
         path: PathBuf,
         /// What is wrong with it.
-        why: String,
+        why: CgroupProblem,
     },
     /// The kernel lacks BPF TX timestamping.
     #[error(
@@ -50,13 +51,30 @@ pub enum PreflightError {
         btf: PathBuf,
     },
     /// No kernel BTF to check or to relocate against.
-    #[error("cannot read kernel BTF {btf}: {source}; the kernel needs CONFIG_DEBUG_INFO_BTF=y")]
+    #[error("cannot read kernel BTF {btf} ({error}); the kernel needs CONFIG_DEBUG_INFO_BTF=y")]
     NoBtf {
         /// BTF file.
         btf: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, where the operator reads it).
+        error: std::io::Error,
     },
+}
+
+/// What is wrong with a `--cgroup` path (completes "cgroup PATH ...").
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupProblem {
+    /// The path cannot be passed to the kernel.
+    #[error("contains a NUL byte")]
+    Nul,
+    /// statfs failed (missing, or no permission).
+    #[error("is not accessible ({0})")]
+    NotAccessible(std::io::Error),
+    /// Some other file system.
+    #[error("is not on a cgroup v2 file system")]
+    NotCgroup2,
+    /// A file on cgroup2, not a cgroup.
+    #[error("is not a directory")]
+    NotDirectory,
 }
 
 /// Effective capability mask of this process.
@@ -88,34 +106,31 @@ pub fn check_privileges() -> Result<(), PreflightError> {
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(PreflightError::Privileges {
-            missing: missing.join(", "),
-        })
+        Err(PreflightError::Privileges { missing })
     }
 }
 
 /// Check that `path` is a cgroup v2 directory.
 pub fn check_cgroup(path: &Path) -> Result<(), PreflightError> {
-    let err = |why: String| PreflightError::Cgroup {
+    let err = |why: CgroupProblem| PreflightError::Cgroup {
         path: path.to_path_buf(),
         why,
     };
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| err("contains a NUL byte".into()))?;
+        .map_err(|_| err(CgroupProblem::Nul))?;
     // SAFETY: zeroed statfs is a valid out-parameter.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: c is a valid C string and st a valid, writable statfs.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(err(format!(
-            "is not accessible ({})",
-            std::io::Error::last_os_error()
+        return Err(err(CgroupProblem::NotAccessible(
+            std::io::Error::last_os_error(),
         )));
     }
     if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
-        return Err(err("is not on a cgroup v2 file system".into()));
+        return Err(err(CgroupProblem::NotCgroup2));
     }
     if !path.is_dir() {
-        return Err(err("is not a directory".into()));
+        return Err(err(CgroupProblem::NotDirectory));
     }
     Ok(())
 }
@@ -128,9 +143,9 @@ pub fn check_tx_timestamping(btf: &Path) -> Result<(), PreflightError> {
             release: kernel_release(),
             btf: btf.to_path_buf(),
         }),
-        Err(source) => Err(PreflightError::NoBtf {
+        Err(error) => Err(PreflightError::NoBtf {
             btf: btf.to_path_buf(),
-            source,
+            error,
         }),
     }
 }

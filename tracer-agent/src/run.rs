@@ -1,5 +1,5 @@
-//! The agent's main loop: preflight, load and attach, drain the ring
-//! buffer on a short timer, convert, batch, send, report, detach.
+//! The agent's main loop: preflight, load and attach the selected probes,
+//! drain their rings on a short timer, convert, batch, send, report, detach.
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
@@ -8,14 +8,17 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use libbpf_rs::OpenObject;
+
 use crate::clock::{AgentClock, ClockConfig};
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
-use crate::probes::slots::Drained;
-use crate::probes::tx::{ProbeError, TxProbe, TxProbeConfig, TxRecord};
+use crate::probes::{
+    Collector, Drained, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RecordError,
+};
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
-use tracer_codec::ClockState;
+use tracer_codec::{ClockState, TxEvent};
 
 /// How often BPF counters (losses) are read.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
@@ -36,6 +39,8 @@ pub enum NetnsFilter {
 pub struct AgentConfig {
     /// Sink address.
     pub sink: SocketAddr,
+    /// Probes to load, in load order (see [`crate::probes::select_probes`]).
+    pub probes: Vec<&'static ProbeSpec>,
     /// cgroup v2 directory to attach to.
     pub cgroup: PathBuf,
     /// Namespace filter.
@@ -70,47 +75,72 @@ pub enum AgentError {
     /// A precondition failed.
     #[error(transparent)]
     Preflight(#[from] PreflightError),
-    /// The probe could not be set up.
+    /// A probe could not be set up.
     #[error(transparent)]
     Probe(#[from] ProbeError),
+    /// No probe was selected.
+    #[error("no probe selected: pass --probes with at least one probe")]
+    NoProbes,
     /// The clock source could not be opened.
-    #[error("setting up the clock ({what}): {source}")]
+    #[error("setting up the clock ({what})")]
     Clock {
         /// The --clock choice.
         what: String,
         /// Why.
         source: clocksync::ClockError,
     },
-    /// Socket or file I/O.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
+    /// The network namespace to trace could not be read.
+    #[error("reading network namespace {path}")]
+    Netns {
+        /// The namespace file (e.g. /proc/self/ns/net).
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The UDP socket to the sink could not be opened.
+    #[error("opening a UDP socket to the sink {sink}")]
+    Socket {
+        /// The sink's address.
+        sink: SocketAddr,
         /// The OS error.
         source: std::io::Error,
     },
 }
 
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> AgentError {
-    let what = what.into();
-    move |source| AgentError::Io { what, source }
-}
-
 /// Run until `stop` is set; returns the final counters. BPF links are
 /// detached before returning, also on error.
 pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentError> {
+    if cfg.probes.is_empty() {
+        return Err(AgentError::NoProbes);
+    }
     preflight::check_privileges()?;
     preflight::check_cgroup(&cfg.cgroup)?;
-    preflight::check_tx_timestamping(&cfg.btf)?;
-    let target_netns = match &cfg.netns {
-        NetnsFilter::All => 0,
-        NetnsFilter::Own => preflight::netns_inode("/proc/self/ns/net".as_ref())
-            .map_err(io("reading /proc/self/ns/net"))?,
-        NetnsFilter::Path(p) => preflight::netns_inode(p)
-            .map_err(io(format!("reading network namespace {}", p.display())))?,
+    let netns_path = match &cfg.netns {
+        NetnsFilter::All => None,
+        NetnsFilter::Own => Some(PathBuf::from("/proc/self/ns/net")),
+        NetnsFilter::Path(p) => Some(p.clone()),
     };
-    let transport = UdpTransport::connect(cfg.sink, cfg.max_payload)
-        .map_err(io(format!("opening a UDP socket to the sink {}", cfg.sink)))?;
+    let target_netns = match netns_path {
+        None => 0,
+        Some(path) => {
+            preflight::netns_inode(&path).map_err(|source| AgentError::Netns { path, source })?
+        }
+    };
+    let probe_cfg = ProbeConfig {
+        cgroup: cfg.cgroup.clone(),
+        target_netns,
+        sample_every: cfg.sample_every,
+        slots_per_cpu: cfg.slots_per_cpu,
+        btf: cfg.btf.clone(),
+    };
+    for spec in &cfg.probes {
+        (spec.check)(&probe_cfg)?;
+    }
+    let transport =
+        UdpTransport::connect(cfg.sink, cfg.max_payload).map_err(|source| AgentError::Socket {
+            sink: cfg.sink,
+            source,
+        })?;
     let max_payload = transport.max_payload();
     let mut clock = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
         what: format!("{:?}", cfg.clock.choice),
@@ -129,24 +159,30 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         stop,
     );
 
-    let mut object = MaybeUninit::uninit();
-    let mut probe = TxProbe::load(
-        &mut object,
-        &TxProbeConfig {
-            cgroup: cfg.cgroup.clone(),
-            target_netns,
-            sample_every: cfg.sample_every,
-            slots_per_cpu: cfg.slots_per_cpu,
-        },
-    )?;
-    let prog_id = bpf_prog_info(probe.prog_fd()).map_or(0, |i| i.id);
-    tracing::info!(
-        prog_id,
-        sink = %cfg.sink, cgroup = %cfg.cgroup.display(), netns = target_netns,
-        sample_every = cfg.sample_every, max_payload, host = %cfg.identity.hostname,
-        agent_id = format_args!("{:016x}", cfg.identity.agent_id),
-        "tx probe attached"
-    );
+    // One BPF object per probe, alive as long as the probes borrowing them.
+    let mut objects: Vec<MaybeUninit<OpenObject>> =
+        cfg.probes.iter().map(|_| MaybeUninit::uninit()).collect();
+    let mut probes = Vec::with_capacity(cfg.probes.len());
+    for (spec, object) in cfg.probes.iter().zip(objects.iter_mut()) {
+        probes.push((spec.open)(object, &probe_cfg)?);
+    }
+    // Attach only once every probe loaded: a load error attaches nothing.
+    // Dropping `probes` (also on error) detaches what was attached.
+    for probe in &mut probes {
+        probe.attach()?;
+        let prog_id = probe
+            .programs()
+            .first()
+            .and_then(|fd| bpf_prog_info(*fd))
+            .map_or(0, |i| i.id);
+        tracing::info!(
+            prog_id,
+            sink = %cfg.sink, cgroup = %cfg.cgroup.display(), netns = target_netns,
+            sample_every = cfg.sample_every, max_payload, host = %cfg.identity.hostname,
+            agent_id = format_args!("{:016x}", cfg.identity.agent_id),
+            "{} probe attached", probe.name()
+        );
+    }
 
     let mut p = pipeline.into_inner();
     let mut conv = clock.converter();
@@ -157,9 +193,9 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     let mut wait = cfg.poll_interval;
     while !stop.load(Ordering::Relaxed) {
         sleep_unless_stopped(wait, stop);
-        // A backlog past a quarter of the ring: come back soon.
-        wait = match drain(&mut probe, &mut p, &conv) {
-            Some(d) if d.max_backlog > u64::from(cfg.slots_per_cpu / 4) => BUSY_POLL,
+        // A backlog past a quarter of a ring: come back soon.
+        wait = match drain(&mut probes, &mut p, &conv) {
+            Some(backlog) if backlog > u64::from(cfg.slots_per_cpu / 4) => BUSY_POLL,
             _ => cfg.poll_interval,
         };
         let now = Instant::now();
@@ -174,9 +210,9 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             last_state = conv.state;
         }
         p.set_clock(clock.source(), conv.state);
-        // Counters cost two syscalls; losses need not be reported faster.
+        // Counters cost a few syscalls; losses need not be reported faster.
         if now.duration_since(last_counters) >= COUNTER_PERIOD {
-            update_counters(&probe, &mut p);
+            update_counters(&probes, &mut p);
             last_counters = now;
         }
         p.tick(now);
@@ -189,16 +225,21 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     }
 
     // Detach first so no new events arrive, then drain what is left.
-    probe.detach();
-    drain(&mut probe, &mut p, &conv);
-    update_counters(&probe, &mut p);
+    for probe in &mut probes {
+        probe.detach();
+    }
+    drain(&mut probes, &mut p, &conv);
+    update_counters(&probes, &mut p);
     p.flush();
     let stats = p.stats.clone();
-    tracing::info!(
-        events = stats.events(),
-        datagrams = stats.datagrams,
-        "tx probe detached"
-    );
+    for probe in &probes {
+        tracing::info!(
+            events = stats.events(),
+            datagrams = stats.datagrams,
+            "{} probe detached",
+            probe.name()
+        );
+    }
     Ok(stats)
 }
 
@@ -217,46 +258,86 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
     }
 }
 
-/// Move every record the probe wrote into the pipeline.
-fn drain(
-    probe: &mut TxProbe<'_>,
-    p: &mut Pipeline<UdpTransport>,
-    conv: &crate::clock::Converter,
-) -> Option<Drained> {
-    let res = probe.drain(|data| match TxRecord::decode(data) {
-        Ok(rec) => p.push(&rec.to_event(conv.to_global_ns(rec.mono_ns()))),
-        Err(e) => {
-            if p.stats.bad_records == 0 {
-                tracing::warn!(error = %e, "undecodable probe record");
-            }
-            p.stats.bad_records += 1;
+/// The pipeline seen by a probe's drain: events converted with one clock
+/// snapshot, bad records counted.
+struct ToPipeline<'a> {
+    p: &'a mut Pipeline<UdpTransport>,
+    conv: &'a crate::clock::Converter,
+}
+
+impl Collector for ToPipeline<'_> {
+    fn global_ns(&self, mono_ns: u64) -> u64 {
+        self.conv.to_global_ns(mono_ns)
+    }
+
+    fn tx(&mut self, ev: &TxEvent) {
+        self.p.push(ev);
+    }
+
+    fn bad_record(&mut self, probe: &'static str, err: RecordError) {
+        if self.p.stats.bad_records == 0 {
+            tracing::warn!(probe, error = %err, "dropped a bad probe record (counted as lost)");
         }
-    });
-    match res {
-        Ok(d) => {
-            p.stats.ring_overruns += d.overruns;
-            Some(d)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "reading the probe's ring");
-            None
-        }
+        self.p.stats.bad_records += 1;
     }
 }
 
-/// Refresh the BPF-side counters and the loss total sent to the sink.
-fn update_counters(probe: &TxProbe<'_>, p: &mut Pipeline<UdpTransport>) {
-    match probe.counters() {
-        Ok(c) => p.stats.bpf = c,
-        Err(e) => tracing::warn!(error = %e, "reading BPF counters"),
-    }
-    p.set_lost_events(p.stats.bpf.ringbuf_lost + p.stats.ring_overruns + p.stats.bad_records);
-    if let Some(info) = bpf_prog_info(probe.prog_fd()) {
-        if info.run_cnt > 0 {
-            p.stats.bpf_runs = Some(info.run_cnt);
-            p.stats.bpf_ns_per_run = Some(info.run_time_ns as f64 / info.run_cnt as f64);
+/// Move every record the probes wrote into the pipeline; returns the
+/// largest backlog one CPU of one probe had (None if no ring was read).
+fn drain(
+    probes: &mut [Box<dyn Probe + '_>],
+    p: &mut Pipeline<UdpTransport>,
+    conv: &crate::clock::Converter,
+) -> Option<u64> {
+    let mut backlog = None;
+    for probe in probes.iter_mut() {
+        match probe.drain(&mut ToPipeline { p, conv }) {
+            Ok(Drained {
+                overruns,
+                max_backlog,
+                ..
+            }) => {
+                p.stats.ring_overruns += overruns;
+                backlog = Some(backlog.unwrap_or(0).max(max_backlog));
+            }
+            Err(e) => {
+                tracing::warn!(probe = probe.name(), error = %with_causes(e), "reading the probe's ring");
+            }
         }
     }
+    backlog
+}
+
+/// A probe error and its causes on one line, for a warning.
+fn with_causes(e: ProbeError) -> String {
+    format!("{:#}", anyhow::Error::from(e))
+}
+
+/// Refresh the BPF-side counters and run statistics (summed over probes)
+/// and the loss total sent to the sink.
+fn update_counters(probes: &[Box<dyn Probe + '_>], p: &mut Pipeline<UdpTransport>) {
+    let mut sum = ProbeCounters::default();
+    let mut ok = true;
+    for probe in probes {
+        match probe.counters() {
+            Ok(c) => sum += c,
+            Err(e) => {
+                ok = false;
+                tracing::warn!(probe = probe.name(), error = %with_causes(e), "reading BPF counters");
+            }
+        }
+    }
+    // A failed read keeps the last good totals rather than going back.
+    if ok {
+        p.stats.bpf = sum;
+    }
+    p.set_lost_events(p.stats.bpf.ringbuf_lost + p.stats.ring_overruns + p.stats.bad_records);
+    let infos: Vec<_> = probes
+        .iter()
+        .flat_map(|probe| probe.programs())
+        .filter_map(bpf_prog_info)
+        .collect();
+    p.stats.set_bpf_runs(&infos);
 }
 
 /// Give the clock up to `timeout` to lock before tracing starts, so the
@@ -319,4 +400,75 @@ pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|_| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    /// No message in the chain repeats its cause's text: printed with
+    /// `{:#}`, every cause appears once.
+    fn assert_causes_once(e: &(dyn Error + 'static)) {
+        let mut cur = e;
+        while let Some(next) = cur.source() {
+            let (msg, cause) = (cur.to_string(), next.to_string());
+            assert!(
+                !msg.contains(&cause),
+                "{msg:?} repeats its source {cause:?}"
+            );
+            cur = next;
+        }
+    }
+
+    fn io_err() -> std::io::Error {
+        std::io::Error::from_raw_os_error(libc::ENOENT)
+    }
+
+    #[test]
+    fn agent_errors_print_each_cause_once() {
+        let errors: Vec<AgentError> = vec![
+            AgentError::Netns {
+                path: "/run/netns/x".into(),
+                source: io_err(),
+            },
+            AgentError::Socket {
+                sink: "127.0.0.1:9".parse().unwrap(),
+                source: io_err(),
+            },
+            AgentError::Probe(ProbeError::Load {
+                probe: "tx",
+                source: libbpf_rs::Error::from(io_err()),
+            }),
+            AgentError::Probe(ProbeError::Cgroup {
+                path: "/x".into(),
+                source: io_err(),
+            }),
+            AgentError::Probe(ProbeError::Attach {
+                probe: "tx",
+                path: "/x".into(),
+                source: libbpf_rs::Error::from(io_err()),
+            }),
+            AgentError::Probe(ProbeError::Map {
+                probe: "tx",
+                map: "slots",
+                source: libbpf_rs::Error::from(io_err()),
+            }),
+            AgentError::Preflight(
+                preflight::check_tx_timestamping("/nonexistent/btf".as_ref()).unwrap_err(),
+            ),
+            AgentError::Preflight(preflight::check_cgroup("/nonexistent/cg".as_ref()).unwrap_err()),
+        ];
+        for e in errors {
+            assert_causes_once(&e);
+            // The OS reason is shown exactly once, wherever it lives, in
+            // the form main prints.
+            let shown = format!("{:#}", anyhow::Error::from(e));
+            assert_eq!(
+                shown.matches("No such file or directory").count(),
+                1,
+                "{shown}"
+            );
+        }
+    }
 }

@@ -3,21 +3,23 @@
 use serde::Serialize;
 use tracer_codec::TxStage;
 
-use crate::probes::tx::TxCounters;
+use crate::probes::ProbeCounters;
 
 /// Everything the agent counts.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AgentStats {
-    /// Events read from the probe's ring, by stage (SENDMSG..ACK).
-    pub events_by_stage: [u64; 5],
+    /// TX events read from the probes' rings, by stage (index: the wire
+    /// value, [`TxStage::ALL`] order).
+    pub events_by_stage: [u64; TxStage::ALL.len()],
     /// Clock updates sent.
     pub clock_events: u64,
     /// Records the probe overwrote before the agent read them (lost).
     pub ring_overruns: u64,
-    /// Probe records the agent could not decode.
+    /// Probe records the agent refused (undecodable, or a stage, family or
+    /// length the wire format does not allow); counted as lost.
     pub bad_records: u64,
-    /// BPF-side counters.
-    pub bpf: TxCounters,
+    /// BPF-side counters, summed over the probes.
+    pub bpf: ProbeCounters,
     /// Datagrams sent.
     pub datagrams: u64,
     /// Bytes sent (UDP payload).
@@ -26,9 +28,11 @@ pub struct AgentStats {
     pub send_errors: u64,
     /// Events inside datagrams whose send failed.
     pub events_unsent: u64,
-    /// Mean BPF run time per callback (ns), when kernel.bpf_stats_enabled=1.
+    /// Mean BPF run time per callback (ns) over every probe's programs,
+    /// when kernel.bpf_stats_enabled=1.
     pub bpf_ns_per_run: Option<f64>,
-    /// BPF program runs, when kernel.bpf_stats_enabled=1.
+    /// BPF program runs over every probe's programs, when
+    /// kernel.bpf_stats_enabled=1.
     pub bpf_runs: Option<u64>,
 }
 
@@ -36,6 +40,17 @@ impl AgentStats {
     /// Events read in total.
     pub fn events(&self) -> u64 {
         self.events_by_stage.iter().sum()
+    }
+
+    /// Record the run statistics of every loaded program (all probes):
+    /// total runs and the mean run time over them.
+    pub fn set_bpf_runs(&mut self, programs: &[ProgInfo]) {
+        let runs: u64 = programs.iter().map(|i| i.run_cnt).sum();
+        let ns: u64 = programs.iter().map(|i| i.run_time_ns).sum();
+        if runs > 0 {
+            self.bpf_runs = Some(runs);
+            self.bpf_ns_per_run = Some(ns as f64 / runs as f64);
+        }
     }
 
     /// Human-readable table.
@@ -103,4 +118,40 @@ pub fn bpf_prog_info(fd: std::os::fd::BorrowedFd<'_>) -> Option<ProgInfo> {
         run_time_ns: info.run_time_ns,
         run_cnt: info.run_cnt,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bpf_runs_aggregate_over_programs() {
+        let mut s = AgentStats::default();
+        let prog = |run_time_ns, run_cnt| ProgInfo {
+            id: 1,
+            run_time_ns,
+            run_cnt,
+        };
+        s.set_bpf_runs(&[prog(0, 0)]);
+        assert_eq!((s.bpf_runs, s.bpf_ns_per_run), (None, None));
+        s.set_bpf_runs(&[prog(1000, 10), prog(3000, 10)]);
+        assert_eq!((s.bpf_runs, s.bpf_ns_per_run), (Some(20), Some(200.0)));
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_stage() {
+        let mut s = AgentStats::default();
+        for (i, c) in s.events_by_stage.iter_mut().enumerate() {
+            *c = 100 + i as u64;
+        }
+        let t = s.table();
+        for st in TxStage::ALL {
+            let line = format!("tx {:<8} {:>12}", st.name(), 100 + st as u64);
+            assert!(t.contains(&line), "{t} lacks {line:?}");
+        }
+        assert_eq!(
+            s.events(),
+            (100..100 + TxStage::ALL.len() as u64).sum::<u64>()
+        );
+    }
 }

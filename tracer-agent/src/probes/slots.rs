@@ -7,9 +7,6 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// Byte offset of `record_hdr.commit` in every slot.
-const COMMIT_OFFSET: usize = 4;
-
 /// What one drain found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Drained {
@@ -27,20 +24,31 @@ pub struct SlotRing {
     base: *const u8,
     map_len: usize,
     slot_size: usize,
+    commit_offset: usize,
     slots_per_cpu: u64,
     tails: Vec<u64>,
 }
 
 impl SlotRing {
     /// Map `ncpu * slots_per_cpu` slots of `slot_size` bytes from the array
-    /// map `fd` (created with BPF_F_MMAPABLE). `heads` are the counters now,
-    /// so records started before the reader existed are not read.
+    /// map `fd` (created with BPF_F_MMAPABLE). Each slot holds its u32
+    /// commit word (`record_hdr.commit`) at `commit_offset`. `heads` are the
+    /// counters now, so records started before the reader existed are not
+    /// read.
     pub fn new(
         fd: BorrowedFd<'_>,
         slot_size: usize,
+        commit_offset: usize,
         slots_per_cpu: u32,
         heads: &[u64],
     ) -> std::io::Result<Self> {
+        // Volatile reads of the commit word need it whole and aligned.
+        if commit_offset + 4 > slot_size || commit_offset % 4 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the commit word must be an aligned u32 inside the slot",
+            ));
+        }
         // Array values are laid out at 8-byte aligned strides.
         let slot_size = slot_size.div_ceil(8) * 8;
         let bytes = slot_size * slots_per_cpu as usize * heads.len();
@@ -66,6 +74,7 @@ impl SlotRing {
             base: p as *const u8,
             map_len,
             slot_size,
+            commit_offset,
             slots_per_cpu: u64::from(slots_per_cpu),
             tails: heads.to_vec(),
         })
@@ -78,9 +87,9 @@ impl SlotRing {
     }
 
     fn commit(&self, slot: *const u8) -> u32 {
-        // SAFETY: the commit word lies inside the slot; the producer writes
-        // it concurrently, hence a volatile read.
-        let c = unsafe { std::ptr::read_volatile(slot.add(COMMIT_OFFSET).cast::<u32>()) };
+        // SAFETY: the commit word lies inside the slot (checked in new());
+        // the producer writes it concurrently, hence a volatile read.
+        let c = unsafe { std::ptr::read_volatile(slot.add(self.commit_offset).cast::<u32>()) };
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         c
     }
@@ -139,6 +148,9 @@ impl Drop for SlotRing {
 mod tests {
     use super::*;
 
+    /// Where the fake's slots keep their commit word (as record_hdr does).
+    const COMMIT: usize = 4;
+
     /// A slot array in a memfd, written the way the probe writes it.
     struct Fake {
         file: std::fs::File,
@@ -172,7 +184,7 @@ mod tests {
             } else {
                 0
             };
-            rec[4..8].copy_from_slice(&c.to_ne_bytes());
+            rec[COMMIT..COMMIT + 4].copy_from_slice(&c.to_ne_bytes());
             self.file
                 .write_all_at(&rec, idx * self.slot as u64)
                 .unwrap();
@@ -181,7 +193,7 @@ mod tests {
 
     fn ring(f: &Fake, heads: &[u64]) -> SlotRing {
         use std::os::fd::AsFd;
-        SlotRing::new(f.file.as_fd(), f.slot, f.per_cpu as u32, heads).unwrap()
+        SlotRing::new(f.file.as_fd(), f.slot, COMMIT, f.per_cpu as u32, heads).unwrap()
     }
 
     #[test]

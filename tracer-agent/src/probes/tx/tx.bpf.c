@@ -12,11 +12,11 @@
  * 150 ns more per record here). The agent reads the slots through mmap on a
  * timer and detects overruns from the counters.
  */
-#include "include/kernel.h"
+#include "kernel.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
-#include "include/tracer.h"
+#include "tracer.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -250,6 +250,11 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	return 1;
 }
 
-/* Never written: exported so the skeleton generates the Rust mirror of
- * struct tx_record, which the agent decodes records with. */
+/* Never written: exported so the skeleton generates the Rust mirrors of
+ * struct tx_record (which the agent decodes records with) and of the enums
+ * of tracer.h (record kind, stages, counter indices), so the agent takes
+ * every number from here instead of a hand-kept copy. */
 struct tx_record tx_record_layout SEC(".bss") __attribute__((used));
+enum record_kind record_kind_values SEC(".bss") __attribute__((used));
+enum tx_stage tx_stage_values SEC(".bss") __attribute__((used));
+enum counter counter_values SEC(".bss") __attribute__((used));

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * Records the probes write into their per-CPU slot ring. This header is the single
- * source of truth for their layout; the agent checks its Rust mirror against
- * the BTF of the compiled object at build time (see tracer-agent/build.rs).
+ * Records the probes write into their per-CPU slot ring, and the enums they
+ * use. This header is the single source of truth for both: the agent's Rust
+ * mirrors are generated from the BTF of each compiled probe (the libbpf-rs
+ * skeleton's `types` module, see tracer-agent/build.rs), and compile-time
+ * asserts in tracer-agent/src/probes/ tie them to the wire codec.
  */
 #ifndef TRACER_H
 #define TRACER_H
@@ -27,6 +29,7 @@ enum tx_stage {
 	TX_SND_SW = 2,
 	TX_SND_HW = 3,
 	TX_ACK = 4,
+	TX_STAGE_MAX = 5,	/* number of stages, not a stage */
 };
 
 /* One BPF TX timestamping callback. */
