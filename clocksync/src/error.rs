@@ -24,6 +24,9 @@ pub enum ClockError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Not a possible network interface name (empty, too long, NUL).
+    #[error("{0:?} is not an interface name")]
+    BadInterface(String),
     /// The interface has no PTP hardware clock (`phc_index` is -1).
     #[error("interface {0} has no PTP hardware clock")]
     NoPhc(String),

@@ -64,10 +64,7 @@ const _: () = assert!(size_of::<EthtoolTsInfo>() == 44);
 /// Timestamping capabilities of a network interface (SIOCETHTOOL).
 pub fn ts_info(iface: &str) -> Result<EthtoolTsInfo, ClockError> {
     if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
-        return Err(ClockError::BadSpec {
-            spec: iface.into(),
-            reason: "not an interface name".into(),
-        });
+        return Err(ClockError::BadInterface(iface.into()));
     }
     let mut info = EthtoolTsInfo {
         cmd: ETHTOOL_GET_TS_INFO,
@@ -452,7 +449,10 @@ mod tests {
     #[test]
     fn opening_a_missing_device_fails_cleanly() {
         assert!(PhcClock::open(Path::new("/dev/ptp-does-not-exist")).is_err());
-        assert!(ts_info("").is_err());
-        assert!(ts_info("name-much-too-long-for-ifnamsiz").is_err());
+        assert!(matches!(ts_info(""), Err(ClockError::BadInterface(_))));
+        assert!(matches!(
+            ts_info("name-much-too-long-for-ifnamsiz"),
+            Err(ClockError::BadInterface(_))
+        ));
     }
 }
