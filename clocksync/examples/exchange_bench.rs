@@ -8,8 +8,6 @@
 //! Driven by bench/clock-exchange.sh.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clocksync::exchange::{spawn_responder, ExchangeClient, ExchangeConfig, StampMode};
@@ -37,14 +35,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let port: u16 = arg(&args, "--port", "31900").parse()?;
     match args.get(1).map(String::as_str) {
         Some("responder") => {
-            let shutdown = Arc::new(AtomicBool::new(false));
             let k = UdpSocket::bind(format!("{ip}:{port}"))?;
             let u = UdpSocket::bind(format!("{ip}:{}", port + 1))?;
             let clock = GlobalClock::fixed(0);
-            let a = spawn_responder(k, clock.clone(), StampMode::Kernel, shutdown.clone())?;
-            let b = spawn_responder(u, clock, StampMode::User, shutdown)?;
-            let _ = a.join();
-            let _ = b.join();
+            // Serve until killed (dropping the workers would stop them).
+            let _kernel = spawn_responder(k, clock.clone(), StampMode::Kernel)?;
+            let _user = spawn_responder(u, clock, StampMode::User)?;
+            loop {
+                std::thread::park();
+            }
         }
         Some("client") => {
             let samples: usize = arg(&args, "--samples", "300").parse()?;

@@ -3,7 +3,8 @@
 //! Prints time until |true error| stays < 100 ns, then RMS and max.
 //! Run: `cargo run --release -p clocksync --example servo_bench` (or bench/clock-servo.sh).
 
-use clocksync::sim::{simulate, summarize, SimConfig};
+use clocksync::harness::{simulate, summarize};
+use clocksync::sim::SimConfig;
 use clocksync::{ServoConfig, ServoKind};
 
 fn main() {

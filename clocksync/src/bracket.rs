@@ -25,9 +25,19 @@ impl ClockId {
             ClockId::Tai => libc::CLOCK_TAI,
         }
     }
+
+    /// The C name ("CLOCK_TAI").
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockId::Monotonic => "CLOCK_MONOTONIC",
+            ClockId::MonotonicRaw => "CLOCK_MONOTONIC_RAW",
+            ClockId::Realtime => "CLOCK_REALTIME",
+            ClockId::Tai => "CLOCK_TAI",
+        }
+    }
 }
 
-pub use crate::error::ClockError;
+use crate::error::ClockError;
 
 /// Read a system clock in nanoseconds.
 pub fn now_ns(clock: ClockId) -> Result<u64, ClockError> {
@@ -39,7 +49,7 @@ pub fn now_ns(clock: ClockId) -> Result<u64, ClockError> {
     let rc = unsafe { libc::clock_gettime(clock.raw(), &mut ts) };
     if rc != 0 {
         return Err(ClockError::Gettime {
-            clock,
+            clock: clock.name(),
             source: std::io::Error::last_os_error(),
         });
     }

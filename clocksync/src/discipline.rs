@@ -5,14 +5,13 @@
 //! loop, or [`Discipline::spawn`] a thread that ticks every interval.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{OffsetSample, ReferenceClock};
 use crate::error::ClockError;
 use crate::global::{Adjustment, GlobalClock};
-use crate::servo::{Servo, ServoState};
+use crate::servo::machine::{Servo, ServoState};
+use crate::source::traits::{OffsetSample, ReferenceClock};
+use crate::worker::Worker;
 
 /// Offsets kept for the error estimate (RMS over the last this many).
 pub const ERROR_WINDOW: usize = 16;
@@ -180,32 +179,32 @@ impl<R: ReferenceClock> Discipline<R> {
 }
 
 impl<R: ReferenceClock + 'static> Discipline<R> {
-    /// Run `tick` every `interval` on a new thread until `shutdown` is set.
-    /// Each result goes to `on_report` (errors too: a failed sample leaves
-    /// the clock as it was, and the loop goes on).
+    /// Run `tick` every `interval` on a new thread until the returned
+    /// worker is stopped or dropped; [`Worker::finish`] hands the
+    /// discipline back. Each result goes to `on_report` (errors too: a
+    /// failed sample leaves the clock as it was, and the loop goes on).
     pub fn spawn<F>(
         mut self,
         interval: Duration,
-        shutdown: Arc<AtomicBool>,
         mut on_report: F,
-    ) -> std::io::Result<std::thread::JoinHandle<Self>>
+    ) -> Result<Worker<Self>, ClockError>
     where
         F: FnMut(Result<ClockReport, ClockError>) + Send + 'static,
     {
-        std::thread::Builder::new()
-            .name("clocksync".into())
-            .spawn(move || {
-                while !shutdown.load(Ordering::Relaxed) {
-                    on_report(self.tick());
-                    // Sleep in slices so shutdown is prompt without waking often.
-                    let mut left = interval;
-                    while !left.is_zero() && !shutdown.load(Ordering::Relaxed) {
-                        let slice = left.min(Duration::from_millis(250));
-                        self.source.wait_ns(slice.as_nanos() as u64);
-                        left -= slice;
-                    }
+        Worker::spawn("clocksync", move |stop| {
+            while !stop.is_set() {
+                on_report(self.tick());
+                // Wait through the source (a simulation advances instead of
+                // sleeping) in slices, so a stop is prompt without waking often.
+                let mut left = interval;
+                while !left.is_zero() && !stop.is_set() {
+                    let slice = left.min(Duration::from_millis(250));
+                    self.source.wait_ns(slice.as_nanos() as u64);
+                    left -= slice;
                 }
-                self
-            })
+            }
+            self
+        })
+        .map_err(|e| ClockError::io("starting the clock thread", e))
     }
 }

@@ -21,7 +21,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::servo::ServoState;
+use crate::servo::machine::ServoState;
 
 /// One piece of the mapping.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

@@ -3,31 +3,39 @@
 //! The global clock is a mapping from CLOCK_MONOTONIC to a TAI-scale time
 //! axis; it never adjusts a system clock, so tracing cannot disturb the host.
 //!
-//! Layers, bottom up:
+//! Layers, bottom up; a module imports only from layers below it
+//! (`tests/module_graph.rs` fails on an import cycle):
+//! * [`error`], [`worker`]: the error type; a stoppable background thread.
 //! * [`bracket`]: bracketed reads of system clocks.
-//! * [`clock`]: the [`Clock`] and [`ReferenceClock`] traits, system clocks,
-//!   error injection, and [`SourceSpec`] to open a source from a string.
-//! * [`phc`] (real PTP hardware clock), [`sim`] (simulated PHC),
-//!   [`exchange`] (two-way exchange over UDP, kernel stamped): more sources.
-//! * [`servo`] (trait + state machine), [`pi`], [`linreg`]: pure arithmetic.
+//! * [`source`]: the [`Clock`] / [`ReferenceClock`] traits
+//!   ([`source::traits`]), one file per source ([`source::system`],
+//!   [`source::phc`], [`source::sim`], [`source::exchange`]), and
+//!   [`SourceSpec`] ([`source::spec`]), the one place that knows them all.
+//! * [`servo`]: the algorithm trait, the state machine and factory, PI and
+//!   linreg: pure arithmetic.
 //! * [`global`]: the software clock with history, cheap to read.
 //! * [`discipline`]: source + servo + global clock, one `tick()` per update.
+//! * [`harness`]: simulation runs for tests and benchmarks; nothing in the
+//!   library imports it.
 
 pub mod bracket;
-pub mod clock;
 pub mod discipline;
 pub mod error;
-pub mod exchange;
 pub mod global;
-pub mod linreg;
-pub mod phc;
-pub mod pi;
+pub mod harness;
 pub mod servo;
-pub mod sim;
+pub mod source;
+pub mod worker;
+
+pub use source::exchange;
+pub use source::sim;
 
 pub use bracket::{measure_offset, now_ns, BracketSample, ClockId};
-pub use clock::{Clock, ErrorInjection, OffsetSample, ReferenceClock, SourceSpec, SystemClock};
 pub use discipline::{ClockReport, Discipline};
-pub use error::ClockError;
+pub use error::{ClockError, MessageError};
 pub use global::{ClockSnapshot, Conversion, GlobalClock, GlobalClockConfig};
 pub use servo::{Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
+pub use source::{
+    Clock, ErrorInjection, OffsetSample, ReferenceClock, SourceOptions, SourceSpec, SystemClock,
+};
+pub use worker::{StopFlag, Worker};

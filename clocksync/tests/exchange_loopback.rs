@@ -2,42 +2,29 @@
 //! both sides share one kernel clock, so the true offset is known.
 
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use clocksync::clock::{RealtimeToMono, SystemClock};
-use clocksync::exchange::{spawn_responder, ExchangeClient, ExchangeConfig, StampMode};
+use clocksync::exchange::{
+    spawn_responder, ExchangeClient, ExchangeConfig, ExchangeStats, StampMode,
+};
+use clocksync::source::RealtimeToMono;
 use clocksync::{
-    measure_offset, ClockId, Discipline, ErrorInjection, GlobalClock, ReferenceClock, Servo,
-    ServoConfig, ServoKind,
+    measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, ReferenceClock,
+    Servo, ServoConfig, ServoKind, SystemClock, Worker,
 };
 
+/// A responder on loopback; dropping it stops it.
 struct Running {
     addr: std::net::SocketAddr,
-    shutdown: Arc<AtomicBool>,
-    handle: Option<
-        std::thread::JoinHandle<Result<clocksync::exchange::ExchangeStats, clocksync::ClockError>>,
-    >,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+    _worker: Worker<Result<ExchangeStats, ClockError>>,
 }
 
 fn responder(clock: GlobalClock, mode: StampMode) -> Running {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap();
-    let shutdown = Arc::new(AtomicBool::new(false));
-    let handle = spawn_responder(sock, clock, mode, shutdown.clone()).unwrap();
+    let worker = spawn_responder(sock, clock, mode).unwrap();
     Running {
         addr,
-        shutdown,
-        handle: Some(handle),
+        _worker: worker,
     }
 }
 

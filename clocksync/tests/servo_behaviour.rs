@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use clocksync::sim::{simulate, summarize, SimConfig, SimPhc};
+use clocksync::harness::{simulate, summarize};
+use clocksync::sim::{SimConfig, SimPhc};
 use clocksync::{Discipline, GlobalClock, Servo, ServoConfig, ServoKind, ServoState};
 
 const KINDS: [ServoKind; 2] = [ServoKind::Pi, ServoKind::LinReg];

@@ -3,66 +3,44 @@
 //! reference; the main loop converts event stamps through a snapshot taken
 //! once per drain, and ships each clock update as a clock event.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clocksync::clock::SourceOptions;
 use clocksync::{
-    measure_offset, ClockId, ClockReport, ClockSnapshot, Discipline, ErrorInjection, GlobalClock,
-    Servo, ServoConfig, ServoKind, SourceSpec,
+    measure_offset, ClockError, ClockId, ClockReport, ClockSnapshot, Discipline, ErrorInjection,
+    GlobalClock, ReferenceClock, Servo, ServoConfig, ServoKind, ServoState, SourceOptions,
+    SourceSpec, Worker,
 };
 use tracer_codec::{ClockEvent, ClockSource, ClockState};
 
-/// Which reference the global clock follows (`--clock`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClockChoice {
-    /// This host's CLOCK_TAI.
-    System,
-    /// A PTP hardware clock device.
-    Phc(PathBuf),
-    /// The PHC of a network interface.
-    Iface(String),
-    /// The sink's global clock through the kernel-stamped two-way exchange.
-    Sink,
-}
-
-impl std::str::FromStr for ClockChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.split_once(':') {
-            None if s == "system" => Ok(ClockChoice::System),
-            None if s == "sink" => Ok(ClockChoice::Sink),
-            Some(("phc", p)) if !p.is_empty() => Ok(ClockChoice::Phc(p.into())),
-            Some(("iface", i)) if !i.is_empty() => Ok(ClockChoice::Iface(i.into())),
-            _ => Err(format!(
-                "unknown clock {s:?}: expected system, phc:/dev/ptpN, iface:NAME or sink"
-            )),
-        }
+/// Source advertised on the wire for a `--clock` choice.
+pub fn wire_source(spec: &SourceSpec) -> ClockSource {
+    match spec {
+        SourceSpec::System(_) => ClockSource::System,
+        // A simulated PHC stands in for a PHC.
+        SourceSpec::Phc(_) | SourceSpec::Iface(_) | SourceSpec::Sim(_) => ClockSource::Phc,
+        SourceSpec::Sink(_) => ClockSource::Sink,
     }
 }
 
-impl ClockChoice {
-    /// Source advertised on the wire.
-    pub fn wire_source(&self) -> ClockSource {
-        match self {
-            ClockChoice::System => ClockSource::System,
-            ClockChoice::Phc(_) | ClockChoice::Iface(_) => ClockSource::Phc,
-            ClockChoice::Sink => ClockSource::Sink,
-        }
+/// The wire's clock state for the servo state of a global clock (`None`
+/// before its first sample): the one mapping from clocksync's vocabulary
+/// to the codec's.
+pub fn clock_state(state: Option<ServoState>) -> ClockState {
+    match state {
+        None | Some(ServoState::Unlocked) => ClockState::Unlocked,
+        Some(ServoState::Jump) => ClockState::Jump,
+        Some(ServoState::Locked) => ClockState::Locked,
+        Some(ServoState::LockedStable) => ClockState::LockedStable,
     }
 }
 
 /// Clock settings of the agent.
 #[derive(Debug, Clone)]
 pub struct ClockConfig {
-    /// The reference.
-    pub choice: ClockChoice,
-    /// Where the sink's clock responder listens (for [`ClockChoice::Sink`]).
-    pub sink_clock_addr: SocketAddr,
+    /// The reference (`sink` already resolved to the sink's responder).
+    pub choice: SourceSpec,
     /// Servo algorithm.
     pub servo: ServoKind,
     /// Update interval.
@@ -72,7 +50,7 @@ pub struct ClockConfig {
     pub inject_offset_ns: i64,
     /// Testing only: drift of the injected error, ppm.
     pub inject_drift_ppm: f64,
-    /// With [`ClockChoice::Sink`]: stamp the exchange with this interface's
+    /// With [`SourceSpec::Sink`]: stamp the exchange with this interface's
     /// NIC hardware stamps.
     pub hw_iface: Option<String>,
 }
@@ -81,9 +59,9 @@ pub struct ClockConfig {
 pub struct AgentClock {
     global: GlobalClock,
     source: ClockSource,
-    reports: mpsc::Receiver<Result<ClockReport, clocksync::ClockError>>,
-    shutdown: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    reports: mpsc::Receiver<Result<ClockReport, ClockError>>,
+    /// The discipline thread; dropping it stops it.
+    _worker: Worker<Discipline<Box<dyn ReferenceClock>>>,
     fallback_offset_ns: i64,
     injection: Option<ErrorInjection>,
     failures: u64,
@@ -116,22 +94,9 @@ impl Converter {
 
 impl AgentClock {
     /// Open the reference and start disciplining.
-    pub fn start(cfg: &ClockConfig) -> Result<Self, clocksync::ClockError> {
-        let injection = if cfg.inject_offset_ns != 0 || cfg.inject_drift_ppm != 0.0 {
-            Some(ErrorInjection::starting_now(
-                cfg.inject_offset_ns,
-                cfg.inject_drift_ppm,
-            )?)
-        } else {
-            None
-        };
-        let spec = match &cfg.choice {
-            ClockChoice::System => SourceSpec::System(ClockId::Tai),
-            ClockChoice::Phc(p) => SourceSpec::Phc(p.clone()),
-            ClockChoice::Iface(i) => SourceSpec::Iface(i.clone()),
-            ClockChoice::Sink => SourceSpec::Sink(cfg.sink_clock_addr),
-        };
-        let source = spec.open(&SourceOptions {
+    pub fn start(cfg: &ClockConfig) -> Result<Self, ClockError> {
+        let injection = ErrorInjection::nonzero(cfg.inject_offset_ns, cfg.inject_drift_ppm)?;
+        let source = cfg.choice.open(&SourceOptions {
             injection,
             reads: 0,
             hw_iface: cfg.hw_iface.clone(),
@@ -144,24 +109,15 @@ impl AgentClock {
         let global = GlobalClock::default();
         let discipline = Discipline::new(source, Servo::new(cfg.servo, servo_cfg), global.clone());
         let (tx, reports) = mpsc::channel();
-        let shutdown = Arc::new(AtomicBool::new(false));
-        let handle = discipline
-            .spawn(cfg.interval, Arc::clone(&shutdown), move |r| {
-                let _ = tx.send(r);
-            })
-            .map_err(|source| clocksync::ClockError::Io {
-                what: "starting the clock thread".into(),
-                source,
-            })?;
+        let worker = discipline.spawn(cfg.interval, move |r| {
+            let _ = tx.send(r);
+        })?;
         let fallback_offset_ns = measure_offset(ClockId::Monotonic, ClockId::Tai, 16)?.offset_ns();
         Ok(AgentClock {
             global,
-            source: cfg.choice.wire_source(),
+            source: wire_source(&cfg.choice),
             reports,
-            shutdown,
-            thread: Some(std::thread::spawn(move || {
-                let _ = handle.join();
-            })),
+            _worker: worker,
             fallback_offset_ns,
             injection,
             failures: 0,
@@ -179,9 +135,7 @@ impl AgentClock {
         let state = if snap.segments.is_empty() {
             ClockState::Unlocked
         } else {
-            snap.state
-                .and_then(|s| ClockState::from_u8(s.code()))
-                .unwrap_or(ClockState::Unlocked)
+            clock_state(snap.state)
         };
         Converter {
             snap,
@@ -209,7 +163,7 @@ impl AgentClock {
                         uncertainty_ns: r.sample.uncertainty_ns,
                         error_estimate_ns: r.error_estimate_ns,
                         source: self.source as u8,
-                        state: r.state.code(),
+                        state: clock_state(Some(r.state)) as u8,
                     });
                     tracing::debug!(line = %r.phc2sys_line(), "clock update");
                 }
@@ -226,11 +180,39 @@ impl AgentClock {
     }
 }
 
-impl Drop for AgentClock {
-    fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servo_states_map_to_the_wire_codes_the_servo_reports() {
+        for s in [
+            ServoState::Unlocked,
+            ServoState::Jump,
+            ServoState::Locked,
+            ServoState::LockedStable,
+        ] {
+            // The wire code is phc2sys's s0..s3, as the servo prints it.
+            assert_eq!(clock_state(Some(s)) as u8, s.code(), "{s:?}");
+            let wire_locked = matches!(
+                clock_state(Some(s)),
+                ClockState::Locked | ClockState::LockedStable
+            );
+            assert_eq!(wire_locked, s.is_locked(), "{s:?}");
+        }
+        assert_eq!(clock_state(None), ClockState::Unlocked);
+    }
+
+    #[test]
+    fn every_source_has_a_wire_source() {
+        for (s, want) in [
+            ("system", ClockSource::System),
+            ("phc:/dev/ptp0", ClockSource::Phc),
+            ("iface:eth0", ClockSource::Phc),
+            ("sim", ClockSource::Phc),
+            ("sink:10.0.0.1:7421", ClockSource::Sink),
+        ] {
+            assert_eq!(wire_source(&s.parse().unwrap()), want, "{s}");
         }
     }
 }

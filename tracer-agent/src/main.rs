@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use tracer_agent::clock::{ClockChoice, ClockConfig};
+use clocksync::{ServoKind, SourceSpec};
+use tracer_agent::clock::ClockConfig;
 use tracer_agent::pipeline::AgentIdentity;
 use tracer_agent::probes::{
     in_registry_order, known_probe_names, probe_by_name, probes_help, ProbeSpec,
@@ -117,10 +118,11 @@ struct Cli {
     /// Reference of the global clock every event is converted to:
     /// `system` (this host's CLOCK_TAI), `phc:/dev/ptpN` (a PTP hardware
     /// clock), `iface:NAME` (the PHC of a NIC), or `sink` (the sink's clock,
-    /// through a two-way exchange stamped by the kernel). The global clock
-    /// is a software clock: no system clock is ever adjusted.
+    /// through a two-way exchange stamped by the kernel; `sink:IP:PORT` names
+    /// the responder). The global clock is a software clock: no system clock
+    /// is ever adjusted.
     #[arg(long, default_value = "system", value_name = "CLOCK")]
-    clock: ClockChoice,
+    clock: ClockArg,
 
     /// UDP port of the sink's clock responder, for `--clock sink`.
     /// Default: the sink's port + 1.
@@ -145,7 +147,7 @@ struct Cli {
     /// Clock servo: `pi` (phc2sys's PI controller) or `linreg` (least squares
     /// over a sliding window).
     #[arg(long, default_value = "pi")]
-    servo: String,
+    servo: ServoKind,
 
     /// TESTING ONLY: behave as if this host's CLOCK_REALTIME/CLOCK_TAI were
     /// off by this many ns (every realtime/TAI reading and kernel realtime
@@ -225,6 +227,27 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// `--clock`: any clocksync source, or `sink`, the responder beside the
+/// sink given by `--sink` (resolved in `real_main`).
+#[derive(Debug, Clone)]
+enum ClockArg {
+    /// The sink's clock responder, at `--clock-port`.
+    Sink,
+    /// A source named in full.
+    Spec(SourceSpec),
+}
+
+impl std::str::FromStr for ClockArg {
+    type Err = clocksync::ClockError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "sink" {
+            Ok(ClockArg::Sink)
+        } else {
+            s.parse().map(ClockArg::Spec)
+        }
+    }
+}
+
 fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if !cli.ring_slots.is_power_of_two() || cli.ring_slots < 64 {
@@ -236,15 +259,17 @@ fn real_main() -> anyhow::Result<()> {
     if !(cli.clock_interval > 0.0 && cli.clock_interval.is_finite()) {
         bail!("--clock-interval must be a positive number of seconds");
     }
-    let servo: clocksync::ServoKind = cli
-        .servo
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--servo: {e}"))?;
-    let clock_port = match cli.clock_port {
-        Some(p) => p,
-        None => cli.sink.port().checked_add(1).context(
-            "the sink port is 65535: pass --clock-port with the sink's clock responder port",
-        )?,
+    let clock = match cli.clock {
+        ClockArg::Spec(spec) => spec,
+        ClockArg::Sink => {
+            let port = match cli.clock_port {
+                Some(p) => p,
+                None => cli.sink.port().checked_add(1).context(
+                    "the sink port is 65535: pass --clock-port with the sink's clock responder port",
+                )?,
+            };
+            SourceSpec::Sink(SocketAddr::new(cli.sink.ip(), port))
+        }
     };
     install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
     let stop = &STOP;
@@ -275,9 +300,8 @@ fn real_main() -> anyhow::Result<()> {
         btf: cli.btf,
         clock_lock_timeout: Duration::from_secs_f64(cli.clock_lock_timeout.max(0.0)),
         clock: ClockConfig {
-            choice: cli.clock,
-            sink_clock_addr: SocketAddr::new(cli.sink.ip(), clock_port),
-            servo,
+            choice: clock,
+            servo: cli.servo,
             interval: Duration::from_secs_f64(cli.clock_interval),
             inject_offset_ns: cli.inject_clock_offset_ns,
             inject_drift_ppm: cli.inject_clock_drift_ppm,

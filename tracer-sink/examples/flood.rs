@@ -135,7 +135,7 @@ fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Resul
 fn main() -> std::io::Result<()> {
     let args = Args::parse();
     let senders = args.senders.max(1);
-    let start_ns = tracer_sink::clock::tai_now_ns();
+    let start_ns = tracer_sink::SinkClock::System.now_ns();
     let t0 = Instant::now();
     let results: Vec<std::io::Result<Sent>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..senders)

@@ -1,49 +1,35 @@
 //! The sink's own clock and UTC formatting of file names.
 //!
 //! Events that carry no global timestamp (kinds this build does not know)
-//! are stamped with the sink's receive time. Today that is CLOCK_TAI of the
-//! sink host; [`SinkClock`] leaves room for a later `--clock
-//! system|phc:<dev>|iface:<name>` without touching the callers.
+//! are stamped with the sink's receive time on [`SinkClock`]: CLOCK_TAI of
+//! the sink host, or the global clock its `--clock` disciplines.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use clocksync::{now_ns, ClockId, GlobalClock};
 
 /// Which clock stamps events without a global time of their own.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub enum SinkClock {
     /// CLOCK_TAI of the sink host (the agents' `system` source).
     #[default]
     System,
+    /// The sink's global clock, disciplined to its `--clock` (what agents
+    /// with `--clock sink` follow).
+    Global(GlobalClock),
 }
 
 impl SinkClock {
-    /// Current time on this clock, nanoseconds since the epoch.
+    /// Current time on this clock, nanoseconds since the epoch. A global
+    /// clock without a first sample yet falls back to CLOCK_TAI.
     pub fn now_ns(&self) -> u64 {
-        match self {
-            SinkClock::System => tai_now_ns(),
-        }
-    }
-}
-
-/// CLOCK_TAI now, in nanoseconds since 1970 (falls back to CLOCK_REALTIME
-/// if the kernel refuses CLOCK_TAI).
-pub fn tai_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid, exclusively
-    // borrowed `ts` and reads nothing else.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_TAI, &mut ts) };
-    if rc == 0 {
-        (ts.tv_sec as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec as u64)
-    } else {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
+        let global = match self {
+            SinkClock::System => None,
+            SinkClock::Global(c) => now_ns(ClockId::Monotonic)
+                .ok()
+                .and_then(|m| c.to_global_ns(m)),
+        };
+        // CLOCK_TAI cannot fail on Linux >= 3.10; 0 would show as 1970.
+        global.unwrap_or_else(|| now_ns(ClockId::Tai).unwrap_or(0))
     }
 }
 
@@ -90,7 +76,26 @@ mod tests {
     }
 
     #[test]
-    fn tai_clock_is_after_2020() {
-        assert!(tai_now_ns() > 1_577_836_800 * 1_000_000_000);
+    fn system_clock_is_tai() {
+        let t = SinkClock::System.now_ns();
+        assert!(t > 1_577_836_800 * 1_000_000_000);
+        let tai = now_ns(ClockId::Tai).unwrap();
+        assert!(tai.abs_diff(t) < 1_000_000_000);
+    }
+
+    #[test]
+    fn global_clock_is_followed_not_tai() {
+        // A global clock an hour ahead of TAI: the sink must use it.
+        let hour = 3_600_000_000_000i64;
+        let tai_minus_mono = clocksync::measure_offset(ClockId::Monotonic, ClockId::Tai, 9)
+            .unwrap()
+            .offset_ns();
+        let c = SinkClock::Global(GlobalClock::fixed(tai_minus_mono + hour));
+        let t = c.now_ns() as i64;
+        let tai = now_ns(ClockId::Tai).unwrap() as i64;
+        assert!((t - tai - hour).abs() < 1_000_000_000, "{}", t - tai);
+        // Before its first sample it falls back to TAI.
+        let empty = SinkClock::Global(GlobalClock::default());
+        assert!((empty.now_ns() as i64 - tai).abs() < 1_000_000_000);
     }
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use tracer_sink::{bind_udp, parse_size, SinkConfig, SinkError, SinkStats};
+use clocksync::SourceSpec;
+use tracer_sink::timesync::{ClockService, ResponderConfig};
+use tracer_sink::{bind_udp, parse_size, SinkClock, SinkConfig, SinkError, SinkStats};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -80,10 +82,11 @@ struct Cli {
     retry_interval: u64,
 
     /// The sink's own clock, which agents started with `--clock sink` follow
-    /// through a kernel-stamped two-way exchange: `system` (CLOCK_TAI),
+    /// through a kernel-stamped two-way exchange, and which stamps events of
+    /// kinds this build does not know: `system` (CLOCK_TAI),
     /// `phc:/dev/ptpN` or `iface:NAME` (a PTP hardware clock).
     #[arg(long, default_value = "system", value_name = "CLOCK")]
-    clock: String,
+    clock: SourceSpec,
 
     /// Address of the clock responder (UDP). Default: the --listen address
     /// with the port + 1.
@@ -154,7 +157,7 @@ fn bind_hint(e: &SinkError) -> &'static str {
 }
 
 async fn serve(cli: Cli) -> Result<()> {
-    let config = SinkConfig {
+    let mut config = SinkConfig {
         file_prefix: cli.file_prefix.clone(),
         rotate_size_bytes: cli.rotate_size,
         rotate_interval: cli
@@ -186,31 +189,45 @@ async fn serve(cli: Cli) -> Result<()> {
         }
     };
     tracing::info!(listen = %cli.listen, output = %cli.output.display(), rcvbuf = actual, "tracer-sink started");
-    let _clock = if cli.no_clock_responder {
+    // The sink's clock: raw CLOCK_TAI for `--clock system` without a
+    // responder; otherwise a global clock disciplined to `--clock`, which
+    // the responder serves and which stamps events of unknown kinds.
+    let follows_tai = cli.clock == SourceSpec::System(clocksync::ClockId::Tai);
+    let clock_service = if cli.no_clock_responder && follows_tai {
         None
     } else {
         if !(cli.clock_interval > 0.0 && cli.clock_interval.is_finite()) {
             anyhow::bail!("--clock-interval must be a positive number of seconds");
         }
-        let listen = match cli.clock_listen {
-            Some(a) => a,
-            None => SocketAddr::new(
-                cli.listen.ip(),
-                cli.listen.port().checked_add(1).context(
-                    "--listen uses port 65535: pass --clock-listen or --no-clock-responder",
-                )?,
-            ),
+        let responder = if cli.no_clock_responder {
+            None
+        } else {
+            let listen = match cli.clock_listen {
+                Some(a) => a,
+                None => SocketAddr::new(
+                    cli.listen.ip(),
+                    cli.listen.port().checked_add(1).context(
+                        "--listen uses port 65535: pass --clock-listen or --no-clock-responder",
+                    )?,
+                ),
+            };
+            Some(ResponderConfig {
+                listen,
+                hw_iface: cli.clock_hw_iface.clone(),
+            })
         };
         Some(
-            tracer_sink::timesync::ClockService::start(
+            ClockService::start(
                 &cli.clock,
-                listen,
                 Duration::from_secs_f64(cli.clock_interval),
-                cli.clock_hw_iface.as_deref(),
+                responder.as_ref(),
             )
             .context("starting the clock responder (--no-clock-responder disables it)")?,
         )
     };
+    if let (Some(svc), false) = (&clock_service, follows_tai) {
+        config.clock = SinkClock::Global(svc.clock().clone());
+    }
 
     let json = cli.json;
     let print = move |s: &SinkStats| {

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clocksync::exchange::sockaddr_to_std;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::Sender;
 use tracer_codec::Datagram;
@@ -100,32 +101,6 @@ impl MultiRecv {
         let src = sockaddr_to_std(&self.addrs[i], self.hdrs[i].msg_hdr.msg_namelen)
             .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         (&self.bufs[i * RECV_BUF..i * RECV_BUF + len], src)
-    }
-}
-
-fn sockaddr_to_std(a: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
-    let len = len as usize;
-    match a.ss_family as libc::c_int {
-        libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
-            // SAFETY: the family says it is a sockaddr_in, and
-            // sockaddr_storage is large and aligned enough for one.
-            let v4 = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::from((
-                u32::from_be(v4.sin_addr.s_addr).to_be_bytes(),
-                u16::from_be(v4.sin_port),
-            )))
-        }
-        libc::AF_INET6 if len >= std::mem::size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: as above, for sockaddr_in6.
-            let v6 = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
-                v6.sin6_addr.s6_addr.into(),
-                u16::from_be(v6.sin6_port),
-                v6.sin6_flowinfo,
-                v6.sin6_scope_id,
-            )))
-        }
-        _ => None,
     }
 }
 

@@ -3,43 +3,60 @@
 //! UDP port by the kernel-stamped two-way exchange responder.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use clocksync::clock::SourceOptions;
-use clocksync::exchange::{spawn_responder, PhcMap, Responder, StampMode};
-use clocksync::{ClockError, Discipline, GlobalClock, Servo, ServoConfig, ServoKind, SourceSpec};
+use clocksync::exchange::{spawn_responder, ExchangeStats, PhcMap, Responder, StampMode};
+use clocksync::{
+    ClockError, Discipline, GlobalClock, ReferenceClock, Servo, ServoConfig, ServoKind,
+    SourceOptions, SourceSpec, Worker,
+};
 
-/// A running clock service. Dropping it stops both threads.
+/// Where and how the exchange responder answers.
+#[derive(Debug, Clone)]
+pub struct ResponderConfig {
+    /// UDP address to answer on.
+    pub listen: SocketAddr,
+    /// Stamp with this interface's NIC hardware stamps instead of the
+    /// kernel's software stamps.
+    pub hw_iface: Option<String>,
+}
+
+/// A running clock service. Dropping it stops its threads.
 pub struct ClockService {
     clock: GlobalClock,
-    addr: SocketAddr,
-    shutdown: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    addr: Option<SocketAddr>,
+    /// Stopped first in `drop`, to log its counters.
+    responder: Option<Worker<Result<ExchangeStats, ClockError>>>,
+    _discipline: Worker<Discipline<Box<dyn ReferenceClock>>>,
 }
 
 /// Why the clock service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ClockServiceError {
-    /// `--clock` names something the sink cannot follow.
-    #[error("--clock {spec:?}: {reason}")]
-    Spec {
-        /// The value given.
+    /// `--clock` names the exchange: the sink is the master, not a client.
+    #[error("--clock {0}: the sink is the master; expected system, phc:DEV or iface:NAME")]
+    SinkIsMaster(String),
+    /// Opening the reference failed.
+    #[error("opening clock {spec}")]
+    Open {
+        /// The `--clock` value.
         spec: String,
-        /// Why it is refused.
-        reason: String,
-    },
-    /// Opening the reference or the responder socket failed.
-    #[error("{what}: {source}")]
-    Clock {
-        /// What was being done.
-        what: String,
-        /// The error.
+        /// Why.
         source: ClockError,
     },
+    /// Starting the discipline thread or the responder failed.
+    #[error("starting the clock responder on {addr}")]
+    Responder {
+        /// The address served.
+        addr: SocketAddr,
+        /// Why.
+        source: ClockError,
+    },
+    /// Starting the discipline thread failed.
+    #[error("starting the clock thread")]
+    Thread(#[source] ClockError),
     /// Binding the responder socket failed.
-    #[error("cannot bind the clock responder to {addr}: {source}; pick another --clock-listen")]
+    #[error("cannot bind the clock responder to {addr}; pick another --clock-listen")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -50,31 +67,20 @@ pub enum ClockServiceError {
 
 impl ClockService {
     /// Discipline a global clock to `spec` (`system`, `phc:DEV`,
-    /// `iface:NAME`) every `interval`, and answer exchanges on `listen`,
-    /// stamped by the kernel, or by the NIC of `hw_iface`.
+    /// `iface:NAME`, ...) every `interval` and, with `responder`, answer
+    /// exchanges, stamped by the kernel or by the NIC of its `hw_iface`.
     pub fn start(
-        spec: &str,
-        listen: SocketAddr,
+        spec: &SourceSpec,
         interval: Duration,
-        hw_iface: Option<&str>,
+        responder: Option<&ResponderConfig>,
     ) -> Result<Self, ClockServiceError> {
-        let parsed: SourceSpec = spec
-            .parse()
-            .map_err(|e: ClockError| ClockServiceError::Spec {
-                spec: spec.into(),
-                reason: e.to_string(),
-            })?;
-        if matches!(parsed, SourceSpec::Sink(_)) {
-            return Err(ClockServiceError::Spec {
-                spec: spec.into(),
-                reason: "the sink is the master; expected system, phc:DEV or iface:NAME".into(),
-            });
+        if matches!(spec, SourceSpec::Sink(_)) {
+            return Err(ClockServiceError::SinkIsMaster(spec.to_string()));
         }
         let source =
-            parsed
-                .open(&SourceOptions::default())
-                .map_err(|source| ClockServiceError::Clock {
-                    what: format!("opening clock {spec}"),
+            spec.open(&SourceOptions::default())
+                .map_err(|source| ClockServiceError::Open {
+                    spec: spec.to_string(),
                     source,
                 })?;
         let cfg = ServoConfig {
@@ -88,67 +94,31 @@ impl ClockService {
         if let Err(e) = discipline.tick() {
             tracing::warn!(error = %e, "first clock sample failed");
         }
-        let shutdown = Arc::new(AtomicBool::new(false));
-        let sock = UdpSocket::bind(listen).map_err(|source| ClockServiceError::Bind {
-            addr: listen,
-            source,
-        })?;
-        let addr = sock
-            .local_addr()
-            .map_err(|source| ClockServiceError::Bind {
-                addr: listen,
-                source,
-            })?;
-        let responder = match hw_iface {
-            None => spawn_responder(
-                sock,
-                clock.clone(),
-                StampMode::Kernel,
-                Arc::clone(&shutdown),
-            ),
-            Some(iface) => PhcMap::for_interface(iface)
-                .and_then(|phc| Responder::with_hardware(sock, clock.clone(), phc))
-                .and_then(|r| r.spawn(Arc::clone(&shutdown))),
-        }
-        .map_err(|source| ClockServiceError::Clock {
-            what: format!("starting the clock responder on {addr}"),
-            source,
-        })?;
-        let spec_name = spec.to_owned();
-        let d = discipline
-            .spawn(interval, Arc::clone(&shutdown), move |r| match r {
-                Ok(r) => {
-                    tracing::debug!(clock = %spec_name, line = %r.phc2sys_line(), "sink clock")
-                }
+        let (responder, addr) = match responder {
+            None => (None, None),
+            Some(r) => {
+                let (w, addr) = start_responder(r, &clock)?;
+                (Some(w), Some(addr))
+            }
+        };
+        let name = spec.to_string();
+        let discipline = discipline
+            .spawn(interval, move |r| match r {
+                Ok(r) => tracing::debug!(clock = %name, line = %r.phc2sys_line(), "sink clock"),
                 Err(e) => tracing::warn!(error = %e, "sink clock sample failed"),
             })
-            .map_err(|source| ClockServiceError::Clock {
-                what: "starting the clock thread".into(),
-                source: ClockError::Io {
-                    what: "spawn".into(),
-                    source,
-                },
-            })?;
-        tracing::info!(clock = spec, responder = %addr, "clock responder started");
+            .map_err(ClockServiceError::Thread)?;
+        tracing::info!(clock = %spec, responder = ?addr, "sink clock started");
         Ok(ClockService {
             clock,
             addr,
-            shutdown,
-            threads: vec![
-                std::thread::spawn(move || {
-                    let _ = d.join();
-                }),
-                std::thread::spawn(move || match responder.join() {
-                    Ok(Ok(stats)) => tracing::info!(?stats, "clock responder stopped"),
-                    Ok(Err(e)) => tracing::error!(error = %e, "clock responder failed"),
-                    Err(_) => tracing::error!("clock responder panicked"),
-                }),
-            ],
+            responder,
+            _discipline: discipline,
         })
     }
 
-    /// Where the responder listens.
-    pub fn addr(&self) -> SocketAddr {
+    /// Where the responder listens (`None` without one).
+    pub fn addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 
@@ -158,11 +128,34 @@ impl ClockService {
     }
 }
 
+fn start_responder(
+    cfg: &ResponderConfig,
+    clock: &GlobalClock,
+) -> Result<(Worker<Result<ExchangeStats, ClockError>>, SocketAddr), ClockServiceError> {
+    let bind_err = |source| ClockServiceError::Bind {
+        addr: cfg.listen,
+        source,
+    };
+    let sock = UdpSocket::bind(cfg.listen).map_err(bind_err)?;
+    let addr = sock.local_addr().map_err(bind_err)?;
+    let worker = match &cfg.hw_iface {
+        None => spawn_responder(sock, clock.clone(), StampMode::Kernel),
+        Some(iface) => PhcMap::for_interface(iface)
+            .and_then(|phc| Responder::with_hardware(sock, clock.clone(), phc))
+            .and_then(Responder::spawn),
+    }
+    .map_err(|source| ClockServiceError::Responder { addr, source })?;
+    Ok((worker, addr))
+}
+
 impl Drop for ClockService {
     fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if let Some(r) = self.responder.take() {
+            match r.finish() {
+                Some(Ok(stats)) => tracing::info!(?stats, "clock responder stopped"),
+                Some(Err(e)) => tracing::error!(error = %e, "clock responder failed"),
+                None => tracing::error!("clock responder panicked"),
+            }
         }
     }
 }

@@ -104,7 +104,7 @@ async fn rotation_by_time() {
         SimAgent::new(0x72, "t2"),
         SimAgent::new(0x73, "t3"),
     ];
-    let start = tracer_sink::clock::tai_now_ns();
+    let start = tracer_sink::SinkClock::System.now_ns();
     for step in 0..8u64 {
         for (i, a) in agents.iter_mut().enumerate() {
             let evs: Vec<TxEvent> = (0..3u64)

@@ -4,22 +4,24 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::{bail, Context};
 use clap::Parser;
-use clocksync::clock::SourceOptions;
 use clocksync::{
-    Discipline, ErrorInjection, GlobalClock, Servo, ServoConfig, ServoKind, SourceSpec,
+    Discipline, ErrorInjection, GlobalClock, Servo, ServoConfig, ServoKind, SourceOptions,
+    SourceSpec,
 };
 
-/// Discipline a software global clock to a source and print each update.
+/// nettrace clock sync: discipline a software global clock to a source and
+/// print each update.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
-    /// tai|realtime|monotonic_raw|phc:/dev/ptpN|iface:NAME|sim[:k=v,..]|sink:IP:PORT
+    /// system|tai|realtime|monotonic_raw|phc:/dev/ptpN|iface:NAME|sim[:k=v,..]|sink:IP:PORT
     #[arg(long, default_value = "tai")]
-    source: String,
+    source: SourceSpec,
     /// pi|linreg
     #[arg(long, default_value = "pi")]
-    servo: String,
+    servo: ServoKind,
     /// Update interval, seconds.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
@@ -58,31 +60,26 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("clocksync: {e}");
+            eprintln!("clocksync: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+fn run(args: &Args) -> anyhow::Result<()> {
     if !(args.interval > 0.0 && args.interval.is_finite()) {
-        return Err("--interval must be positive".into());
+        bail!("--interval must be a positive number of seconds");
     }
-    let spec: SourceSpec = args.source.parse()?;
-    let kind: ServoKind = args.servo.parse()?;
-    let injection = if args.inject_clock_offset_ns != 0 || args.inject_clock_drift_ppm != 0.0 {
-        Some(ErrorInjection::starting_now(
-            args.inject_clock_offset_ns,
-            args.inject_clock_drift_ppm,
-        )?)
-    } else {
-        None
-    };
-    let source = spec.open(&SourceOptions {
-        injection,
-        reads: args.reads,
-        hw_iface: args.hw_iface.clone(),
-    })?;
+    let injection =
+        ErrorInjection::nonzero(args.inject_clock_offset_ns, args.inject_clock_drift_ppm)?;
+    let source = args
+        .source
+        .open(&SourceOptions {
+            injection,
+            reads: args.reads,
+            hw_iface: args.hw_iface.clone(),
+        })
+        .with_context(|| format!("opening clock source {}", args.source))?;
     let cfg = ServoConfig {
         interval_s: args.interval,
         first_step_threshold_ns: args.first_step_threshold_ns,
@@ -91,7 +88,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     let name = source.name();
-    let mut d = Discipline::new(source, Servo::new(kind, cfg), GlobalClock::default());
+    let mut d = Discipline::new(source, Servo::new(args.servo, cfg), GlobalClock::default());
     let interval = Duration::from_secs_f64(args.interval);
     let mut n = 0u64;
     while args.count == 0 || n < args.count {
@@ -108,7 +105,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 name,
                 r.phc2sys_line()
             ),
-            Err(e) => eprintln!("clocksync: sample failed: {e}"),
+            Err(e) => eprintln!("clocksync: sample failed: {:#}", anyhow::Error::new(e)),
         }
         n += 1;
         if args.count == 0 || n < args.count {

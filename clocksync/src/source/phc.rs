@@ -4,161 +4,41 @@
 //! measured by PTP_SYS_OFFSET_PRECISE, else PTP_SYS_OFFSET_EXTENDED, else
 //! PTP_SYS_OFFSET, keeping the narrowest bracket of N (as phc2sys does).
 //!
-//! The ioctl numbers are computed like the kernel's `_IOR/_IOW/_IOWR`
-//! macros (`include/uapi/asm-generic/ioctl.h`) from the `#[repr(C)]`
-//! struct sizes; tests check them against the values the C compiler gives
-//! for `linux/ptp_clock.h` on x86_64. Everything that does not need a device
-//! (encoding, sample selection) is a pure function tested here; this machine
-//! has no PHC.
+//! The PTP structs and ioctl numbers come from `libc`; only what `libc`
+//! lacks (ETHTOOL_GET_TS_INFO and its struct, FD_TO_CLOCKID) is defined
+//! here. Everything that does not need a device (sample selection) is a
+//! pure function tested here; this machine has no PHC.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::clock::{Clock, OffsetSample, RealtimeToMono, ReferenceClock, DEFAULT_READS};
 use crate::error::ClockError;
+use crate::source::realtime::RealtimeToMono;
+use crate::source::traits::{Clock, OffsetSample, ReferenceClock, DEFAULT_READS};
 
-// --- ioctl encoding (asm-generic/ioctl.h) -------------------------------
-
-const IOC_NRBITS: u32 = 8;
-const IOC_TYPEBITS: u32 = 8;
-const IOC_SIZEBITS: u32 = 14;
-const IOC_NRSHIFT: u32 = 0;
-const IOC_TYPESHIFT: u32 = IOC_NRSHIFT + IOC_NRBITS;
-const IOC_SIZESHIFT: u32 = IOC_TYPESHIFT + IOC_TYPEBITS;
-const IOC_DIRSHIFT: u32 = IOC_SIZESHIFT + IOC_SIZEBITS;
-/// `_IOC_WRITE`: user space writes (the kernel reads) the argument.
-const IOC_WRITE: u32 = 1;
-/// `_IOC_READ`: the kernel writes the argument.
-const IOC_READ: u32 = 2;
-
-/// `_IOC(dir, type, nr, size)`.
-pub const fn ioc(dir: u32, ty: u8, nr: u8, size: usize) -> u32 {
-    (dir << IOC_DIRSHIFT)
-        | ((ty as u32) << IOC_TYPESHIFT)
-        | ((nr as u32) << IOC_NRSHIFT)
-        | ((size as u32) << IOC_SIZESHIFT)
-}
-
-/// `PTP_CLK_MAGIC` ('=').
-pub const PTP_CLK_MAGIC: u8 = b'=';
 /// `PTP_MAX_SAMPLES`: most readings one ioctl takes.
-pub const PTP_MAX_SAMPLES: usize = 25;
+pub const PTP_MAX_SAMPLES: usize = libc::PTP_MAX_SAMPLES as usize;
 
-/// `struct ptp_clock_time`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PtpClockTime {
-    /// Seconds.
-    pub sec: i64,
-    /// Nanoseconds.
-    pub nsec: u32,
-    /// Reserved.
-    pub reserved: u32,
+/// A `struct ptp_clock_time` as ns since the epoch (negative times clamp to 0).
+pub fn ptp_ns(t: &libc::ptp_clock_time) -> u64 {
+    (t.sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.nsec as u64)
 }
 
-impl PtpClockTime {
-    /// As ns since the epoch (negative times clamp to 0).
-    pub fn as_ns(&self) -> u64 {
-        (self.sec.max(0) as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(self.nsec as u64)
-    }
-}
-
-/// `struct ptp_clock_caps` (only read to probe the device).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PtpClockCaps {
-    /// Maximum frequency adjustment, ppb.
-    pub max_adj: i32,
-    /// Alarms, external stamps, periodic outputs, PPS, pins.
-    pub n_alarm: i32,
-    /// External time stamp channels.
-    pub n_ext_ts: i32,
-    /// Periodic outputs.
-    pub n_per_out: i32,
-    /// PPS callback supported.
-    pub pps: i32,
-    /// Pins.
-    pub n_pins: i32,
-    /// PTP_SYS_OFFSET_PRECISE supported.
-    pub cross_timestamping: i32,
-    /// adjust_phase supported.
-    pub adjust_phase: i32,
-    /// Reserved.
-    pub rsv: [i32; 12],
-}
-
-/// `struct ptp_sys_offset`: `ts` interleaves sys, phc, sys, phc, ..., sys.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct PtpSysOffset {
-    /// Requested readings.
-    pub n_samples: u32,
-    /// Reserved.
-    pub rsv: [u32; 3],
-    /// 2n+1 stamps.
-    pub ts: [PtpClockTime; 2 * PTP_MAX_SAMPLES + 1],
-}
-
-/// `struct ptp_sys_offset_extended`: `ts[i] = [sys before, phc, sys after]`.
-/// Since Linux 6.11 the first reserved word selects the system clock
-/// (`clockid`: CLOCK_REALTIME 0, CLOCK_MONOTONIC 1, CLOCK_MONOTONIC_RAW 4);
-/// older kernels require it to be 0.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct PtpSysOffsetExtended {
-    /// Requested readings.
-    pub n_samples: u32,
-    /// System clock of the sys stamps (0 = realtime on every kernel).
-    pub clockid: i32,
-    /// Reserved.
-    pub rsv: [u32; 2],
-    /// Triplets.
-    pub ts: [[PtpClockTime; 3]; PTP_MAX_SAMPLES],
-}
-
-/// `struct ptp_sys_offset_precise`: a hardware cross-timestamp.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PtpSysOffsetPrecise {
-    /// PHC time.
-    pub device: PtpClockTime,
-    /// CLOCK_REALTIME at the same instant.
-    pub sys_realtime: PtpClockTime,
-    /// CLOCK_MONOTONIC_RAW at the same instant.
-    pub sys_monoraw: PtpClockTime,
-    /// Reserved.
-    pub rsv: [u32; 4],
-}
-
-/// `PTP_CLOCK_GETCAPS = _IOR('=', 1, struct ptp_clock_caps)`.
-pub const PTP_CLOCK_GETCAPS: u32 = ioc(IOC_READ, PTP_CLK_MAGIC, 1, size_of::<PtpClockCaps>());
-/// `PTP_SYS_OFFSET = _IOW('=', 5, struct ptp_sys_offset)`.
-pub const PTP_SYS_OFFSET: u32 = ioc(IOC_WRITE, PTP_CLK_MAGIC, 5, size_of::<PtpSysOffset>());
-/// `PTP_SYS_OFFSET_PRECISE = _IOWR('=', 8, struct ptp_sys_offset_precise)`.
-pub const PTP_SYS_OFFSET_PRECISE: u32 = ioc(
-    IOC_READ | IOC_WRITE,
-    PTP_CLK_MAGIC,
-    8,
-    size_of::<PtpSysOffsetPrecise>(),
-);
-/// `PTP_SYS_OFFSET_EXTENDED = _IOWR('=', 9, struct ptp_sys_offset_extended)`.
-pub const PTP_SYS_OFFSET_EXTENDED: u32 = ioc(
-    IOC_READ | IOC_WRITE,
-    PTP_CLK_MAGIC,
-    9,
-    size_of::<PtpSysOffsetExtended>(),
-);
+/// A zeroed `struct ptp_clock_time`.
+const PTP_ZERO: libc::ptp_clock_time = libc::ptp_clock_time {
+    sec: 0,
+    nsec: 0,
+    reserved: 0,
+};
 
 // --- ETHTOOL_GET_TS_INFO --------------------------------------------------
 
-/// `SIOCETHTOOL` (linux/sockios.h).
-pub const SIOCETHTOOL: u32 = 0x8946;
-/// `ETHTOOL_GET_TS_INFO` (linux/ethtool.h).
+/// `ETHTOOL_GET_TS_INFO` (linux/ethtool.h; not in `libc`).
 pub const ETHTOOL_GET_TS_INFO: u32 = 0x41;
 
-/// `struct ethtool_ts_info`.
+/// `struct ethtool_ts_info` (linux/ethtool.h; not in `libc`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EthtoolTsInfo {
@@ -178,32 +58,24 @@ pub struct EthtoolTsInfo {
     pub rx_reserved: [u32; 3],
 }
 
-/// `struct ifreq` with the `ifr_data` member (40 bytes on 64-bit).
-#[repr(C)]
-struct IfreqData {
-    name: [u8; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
-}
+// The kernel copies exactly this many bytes (linux/ethtool.h, stable ABI).
+const _: () = assert!(size_of::<EthtoolTsInfo>() == 44);
 
 /// Timestamping capabilities of a network interface (SIOCETHTOOL).
 pub fn ts_info(iface: &str) -> Result<EthtoolTsInfo, ClockError> {
     if iface.is_empty() || iface.len() >= libc::IFNAMSIZ || iface.contains('\0') {
-        return Err(ClockError::BadSpec {
-            spec: iface.into(),
-            reason: "not an interface name".into(),
-        });
+        return Err(ClockError::BadInterface(iface.into()));
     }
     let mut info = EthtoolTsInfo {
         cmd: ETHTOOL_GET_TS_INFO,
         ..Default::default()
     };
-    let mut req = IfreqData {
-        name: [0; libc::IFNAMSIZ],
-        data: (&mut info as *mut EthtoolTsInfo).cast(),
-        _pad: [0; 16],
-    };
-    req.name[..iface.len()].copy_from_slice(iface.as_bytes());
+    // SAFETY: ifreq is plain old data; all-zero is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(iface.bytes()) {
+        *d = s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut info as *mut EthtoolTsInfo).cast();
     // SAFETY: plain socket(2); the fd is owned right after.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -214,7 +86,7 @@ pub fn ts_info(iface: &str) -> Result<EthtoolTsInfo, ClockError> {
     // SAFETY: req is a valid ifreq whose data points to `info`, both live
     // for the duration of the call; the kernel writes at most
     // size_of::<EthtoolTsInfo>() bytes there.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut req) };
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
     if rc < 0 {
         return Err(ClockError::last_os(format!(
             "ETHTOOL_GET_TS_INFO on {iface}"
@@ -264,25 +136,25 @@ pub fn select_narrowest(readings: &[Triplet]) -> Option<(u64, u64, u64)> {
 }
 
 /// Triplets of a PTP_SYS_OFFSET answer (sys, phc, sys, phc, ..., sys).
-pub fn triplets_from_basic(ts: &[PtpClockTime], n: usize) -> Vec<Triplet> {
+pub fn triplets_from_basic(ts: &[libc::ptp_clock_time], n: usize) -> Vec<Triplet> {
     (0..n)
         .filter(|i| 2 * i + 2 < ts.len())
         .map(|i| Triplet {
-            sys_before_ns: ts[2 * i].as_ns(),
-            phc_ns: ts[2 * i + 1].as_ns(),
-            sys_after_ns: ts[2 * i + 2].as_ns(),
+            sys_before_ns: ptp_ns(&ts[2 * i]),
+            phc_ns: ptp_ns(&ts[2 * i + 1]),
+            sys_after_ns: ptp_ns(&ts[2 * i + 2]),
         })
         .collect()
 }
 
 /// Triplets of a PTP_SYS_OFFSET_EXTENDED answer.
-pub fn triplets_from_extended(ts: &[[PtpClockTime; 3]], n: usize) -> Vec<Triplet> {
+pub fn triplets_from_extended(ts: &[[libc::ptp_clock_time; 3]], n: usize) -> Vec<Triplet> {
     ts.iter()
         .take(n)
         .map(|t| Triplet {
-            sys_before_ns: t[0].as_ns(),
-            phc_ns: t[1].as_ns(),
-            sys_after_ns: t[2].as_ns(),
+            sys_before_ns: ptp_ns(&t[0]),
+            phc_ns: ptp_ns(&t[1]),
+            sys_after_ns: ptp_ns(&t[2]),
         })
         .collect()
 }
@@ -324,10 +196,11 @@ impl PhcClock {
         let file = std::fs::File::open(path)
             .map_err(|e| ClockError::io(format!("open {}", path.display()), e))?;
         let fd: OwnedFd = file.into();
-        let mut caps = PtpClockCaps::default();
+        // SAFETY: ptp_clock_caps is plain old data; all-zero is valid.
+        let mut caps: libc::ptp_clock_caps = unsafe { std::mem::zeroed() };
         // SAFETY: caps is a valid, writable ptp_clock_caps; the request's
         // size field matches it.
-        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), PTP_CLOCK_GETCAPS as _, &mut caps) };
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::PTP_CLOCK_GETCAPS, &mut caps) };
         if rc < 0 {
             return Err(ClockError::last_os(format!(
                 "PTP_CLOCK_GETCAPS on {} (not a PHC?)",
@@ -358,10 +231,10 @@ impl PhcClock {
         self.method
     }
 
-    fn ioctl<T>(&self, req: u32, arg: &mut T, what: &str) -> Result<(), ClockError> {
+    fn ioctl<T>(&self, req: libc::Ioctl, arg: &mut T, what: &str) -> Result<(), ClockError> {
         // SAFETY: every caller passes the repr(C) struct whose size is encoded
         // in `req`; it is valid and writable for the call.
-        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), req as _, arg as *mut T) };
+        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), req, arg as *mut T) };
         if rc < 0 {
             Err(ClockError::last_os(format!(
                 "{what} on {}",
@@ -377,35 +250,48 @@ impl PhcClock {
         let n = self.reads;
         match m {
             OffsetMethod::Precise => {
-                let mut p = PtpSysOffsetPrecise::default();
-                self.ioctl(PTP_SYS_OFFSET_PRECISE, &mut p, "PTP_SYS_OFFSET_PRECISE")?;
+                let mut p = libc::ptp_sys_offset_precise {
+                    device: PTP_ZERO,
+                    sys_realtime: PTP_ZERO,
+                    sys_monoraw: PTP_ZERO,
+                    rsv: [0; 4],
+                };
+                self.ioctl(
+                    libc::PTP_SYS_OFFSET_PRECISE,
+                    &mut p,
+                    "PTP_SYS_OFFSET_PRECISE",
+                )?;
                 // The cross-stamp is exact; only the realtime→mono map adds error.
                 let map = RealtimeToMono::measure(None, DEFAULT_READS)?;
                 Ok((
-                    map.to_mono(p.sys_realtime.as_ns()),
-                    p.device.as_ns(),
+                    map.to_mono(ptp_ns(&p.sys_realtime)),
+                    ptp_ns(&p.device),
                     map.width_ns,
                 ))
             }
             OffsetMethod::ExtendedMono | OffsetMethod::ExtendedRealtime => {
                 let mono = m == OffsetMethod::ExtendedMono;
-                let mut e = PtpSysOffsetExtended {
+                let mut e = libc::ptp_sys_offset_extended {
                     n_samples: n as u32,
                     clockid: if mono { libc::CLOCK_MONOTONIC } else { 0 },
                     rsv: [0; 2],
-                    ts: [[PtpClockTime::default(); 3]; PTP_MAX_SAMPLES],
+                    ts: [[PTP_ZERO; 3]; PTP_MAX_SAMPLES],
                 };
-                self.ioctl(PTP_SYS_OFFSET_EXTENDED, &mut e, "PTP_SYS_OFFSET_EXTENDED")?;
+                self.ioctl(
+                    libc::PTP_SYS_OFFSET_EXTENDED,
+                    &mut e,
+                    "PTP_SYS_OFFSET_EXTENDED",
+                )?;
                 let t = triplets_from_extended(&e.ts, n);
                 self.to_mono(select_narrowest(&t), !mono)
             }
             OffsetMethod::Basic => {
-                let mut b = PtpSysOffset {
+                let mut b = libc::ptp_sys_offset {
                     n_samples: n as u32,
                     rsv: [0; 3],
-                    ts: [PtpClockTime::default(); 2 * PTP_MAX_SAMPLES + 1],
+                    ts: [PTP_ZERO; 2 * PTP_MAX_SAMPLES + 1],
                 };
-                self.ioctl(PTP_SYS_OFFSET, &mut b, "PTP_SYS_OFFSET")?;
+                self.ioctl(libc::PTP_SYS_OFFSET, &mut b, "PTP_SYS_OFFSET")?;
                 let t = triplets_from_basic(&b.ts, n);
                 self.to_mono(select_narrowest(&t), true)
             }
@@ -418,7 +304,7 @@ impl PhcClock {
         realtime: bool,
     ) -> Result<(u64, u64, u64), ClockError> {
         let (sys, phc, w) =
-            best.ok_or_else(|| ClockError::Protocol("PHC returned no valid reading".into()))?;
+            best.ok_or_else(|| ClockError::NoReading(self.path.display().to_string()))?;
         if !realtime {
             return Ok((sys, phc, w));
         }
@@ -479,36 +365,6 @@ impl ReferenceClock for PhcClock {
 mod tests {
     use super::*;
 
-    /// Values printed by a C program including linux/ptp_clock.h,
-    /// linux/ethtool.h and linux/sockios.h on x86_64 (gcc, Debian headers).
-    #[test]
-    fn ioctl_numbers_match_the_kernel_headers() {
-        assert_eq!(size_of::<PtpClockCaps>(), 80);
-        assert_eq!(size_of::<PtpSysOffset>(), 832);
-        assert_eq!(size_of::<PtpSysOffsetPrecise>(), 64);
-        assert_eq!(size_of::<PtpSysOffsetExtended>(), 1216);
-        assert_eq!(size_of::<EthtoolTsInfo>(), 44);
-        assert_eq!(size_of::<IfreqData>(), 40);
-        assert_eq!(PTP_CLOCK_GETCAPS, 0x8050_3d01);
-        assert_eq!(PTP_SYS_OFFSET, 0x4340_3d05);
-        assert_eq!(PTP_SYS_OFFSET_PRECISE, 0xc040_3d08);
-        assert_eq!(PTP_SYS_OFFSET_EXTENDED, 0xc4c0_3d09);
-        // The "2" variants differ only in nr.
-        assert_eq!(
-            ioc(IOC_WRITE, PTP_CLK_MAGIC, 14, size_of::<PtpSysOffset>()),
-            0x4340_3d0e
-        );
-        assert_eq!(
-            ioc(
-                IOC_READ | IOC_WRITE,
-                PTP_CLK_MAGIC,
-                18,
-                size_of::<PtpSysOffsetExtended>()
-            ),
-            0xc4c0_3d12
-        );
-    }
-
     #[test]
     fn fd_to_clockid_matches_the_kernel_macro() {
         // (~3 << 3) | 3 = -29
@@ -516,8 +372,8 @@ mod tests {
         assert_eq!(fd_to_clockid(0), -5);
     }
 
-    fn t(sec: i64, nsec: u32) -> PtpClockTime {
-        PtpClockTime {
+    fn t(sec: i64, nsec: u32) -> libc::ptp_clock_time {
+        libc::ptp_clock_time {
             sec,
             nsec,
             reserved: 0,
@@ -593,7 +449,10 @@ mod tests {
     #[test]
     fn opening_a_missing_device_fails_cleanly() {
         assert!(PhcClock::open(Path::new("/dev/ptp-does-not-exist")).is_err());
-        assert!(ts_info("").is_err());
-        assert!(ts_info("name-much-too-long-for-ifnamsiz").is_err());
+        assert!(matches!(ts_info(""), Err(ClockError::BadInterface(_))));
+        assert!(matches!(
+            ts_info("name-much-too-long-for-ifnamsiz"),
+            Err(ClockError::BadInterface(_))
+        ));
     }
 }

@@ -13,7 +13,7 @@
 //! [`WINDOW_SIZES`]; the one predicting new points best is used. The
 //! correction for the next interval is `slope - predicted_offset / interval`.
 
-use crate::servo::{AlgoOutput, ServoAlgorithm, ServoConfig};
+use crate::servo::algorithm::{AlgoOutput, ServoAlgorithm, ServoConfig};
 
 /// Window sizes tried (points). linuxptp uses powers of two from 4 to 64.
 pub const WINDOW_SIZES: [usize; 5] = [4, 8, 16, 32, 64];

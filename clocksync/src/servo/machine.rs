@@ -1,5 +1,6 @@
-//! The servo interface and the logic common to every servo: the state
-//! machine, first-step / step thresholds and stable detection.
+//! The logic common to every servo: the state machine, first-step / step
+//! thresholds and stable detection, and the factory that picks an
+//! algorithm ([`ServoKind`] → `Box<dyn ServoAlgorithm>`).
 //!
 //! A servo is pure arithmetic. It is fed `offset_ns = local - reference`
 //! (the disciplined clock minus the reference, sampled at the local
@@ -33,8 +34,10 @@
 //! algorithm (state UNLOCKED); it re-estimates the frequency and then JUMPs,
 //! as linuxptp does.
 
-use crate::linreg::LinReg;
-use crate::pi::PiServo;
+use crate::error::ClockError;
+use crate::servo::algorithm::{AlgoOutput, ServoAlgorithm, ServoConfig};
+use crate::servo::linreg::LinReg;
+use crate::servo::pi::PiServo;
 
 /// Servo state; see the module documentation for the transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -79,87 +82,24 @@ pub enum ServoKind {
 }
 
 impl std::str::FromStr for ServoKind {
-    type Err = String;
+    type Err = ClockError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "pi" => Ok(ServoKind::Pi),
             "linreg" => Ok(ServoKind::LinReg),
-            other => Err(format!("unknown servo {other:?} (pi|linreg)")),
+            other => Err(ClockError::UnknownServo(other.into())),
         }
     }
 }
 
-/// Typed servo configuration. Defaults follow linuxptp's `default.cfg`
-/// where a tracer has no reason to differ (noted per field).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServoConfig {
-    /// Update interval in seconds; the PI gains are derived from it.
-    pub interval_s: f64,
-    /// Step on the first update when |offset| exceeds this (0 = never).
-    /// linuxptp `first_step_threshold` default: 0.00002 s = 20 µs.
-    pub first_step_threshold_ns: i64,
-    /// Step whenever |offset| exceeds this (0 = never, linuxptp default 0.0).
-    pub step_threshold_ns: i64,
-    /// Frequency correction clamp in ppb. linuxptp uses the clock's maximum
-    /// adjustment (its `max_frequency` default 900000000 only caps that); a
-    /// software clock has no such limit, so we take 1000 ppm, 10x the worst
-    /// crystal a host is expected to have, which still catches a runaway.
-    pub max_freq_ppb: f64,
-    /// LOCKED becomes LOCKED_STABLE after `num_offset_values` offsets below
-    /// this (0 = never). linuxptp's `servo_offset_threshold` defaults to 0
-    /// (off); a tracer wants the flag, so we default to 1 µs, about ten times
-    /// the kernel-stamped exchange's p99 under load.
-    pub stable_offset_threshold_ns: i64,
-    /// linuxptp `servo_num_offset_values` default: 10.
-    pub num_offset_values: u32,
-    /// Timestamps come from hardware (PHC, NIC). Selects the PI gain scales
-    /// (hardware 0.7/0.3, software 0.1/0.001 in linuxptp).
-    pub hardware_timestamps: bool,
-}
-
-impl Default for ServoConfig {
-    fn default() -> Self {
-        ServoConfig {
-            interval_s: 1.0,
-            first_step_threshold_ns: 20_000,
-            step_threshold_ns: 0,
-            max_freq_ppb: 1_000_000.0,
-            stable_offset_threshold_ns: 1_000,
-            num_offset_values: 10,
-            hardware_timestamps: true,
+impl ServoKind {
+    /// A fresh algorithm of this kind.
+    pub fn algorithm(self, cfg: &ServoConfig) -> Box<dyn ServoAlgorithm> {
+        match self {
+            ServoKind::Pi => Box::new(PiServo::new(cfg)),
+            ServoKind::LinReg => Box::new(LinReg::new(cfg)),
         }
     }
-}
-
-/// What an algorithm says about one sample.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum AlgoOutput {
-    /// Still collecting samples: no estimate yet.
-    Collecting,
-    /// A frequency correction (ppb, positive = speed the local clock up).
-    /// `first` is true for the first estimate after creation or reset.
-    Ready {
-        /// Correction to apply, ppb.
-        freq_ppb: f64,
-        /// First estimate since reset (a JUMP may happen here).
-        first: bool,
-    },
-}
-
-/// One servo algorithm (PI, linear regression). The common state machine in
-/// [`Servo`] wraps it; an algorithm only turns offsets into a frequency.
-pub trait ServoAlgorithm: Send {
-    /// Short name ("pi", "linreg").
-    fn name(&self) -> &'static str;
-    /// Feed one offset (`local - reference`, ns) measured at `local_ts_ns`.
-    fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> AlgoOutput;
-    /// The update interval changed.
-    fn set_interval(&mut self, interval_s: f64);
-    /// The caller steps the local clock by `-offset_ns` (JUMP). Returns
-    /// the frequency correction to use after the step (ppb).
-    fn stepped(&mut self, offset_ns: i64) -> f64;
-    /// Forget everything except the configuration (and the last frequency).
-    fn reset(&mut self);
 }
 
 /// The servo's answer to one sample.
@@ -196,11 +136,7 @@ impl std::fmt::Debug for Servo {
 impl Servo {
     /// A servo of the given kind.
     pub fn new(kind: ServoKind, cfg: ServoConfig) -> Self {
-        let algo: Box<dyn ServoAlgorithm> = match kind {
-            ServoKind::Pi => Box::new(PiServo::new(&cfg)),
-            ServoKind::LinReg => Box::new(LinReg::new(&cfg)),
-        };
-        Self::with_algorithm(algo, cfg)
+        Self::with_algorithm(kind.algorithm(&cfg), cfg)
     }
 
     /// A servo around any algorithm.
@@ -413,8 +349,24 @@ mod tests {
 
     #[test]
     fn parse_kind() {
-        assert_eq!("pi".parse::<ServoKind>(), Ok(ServoKind::Pi));
-        assert_eq!("linreg".parse::<ServoKind>(), Ok(ServoKind::LinReg));
-        assert!("x".parse::<ServoKind>().is_err());
+        assert_eq!("pi".parse::<ServoKind>().unwrap(), ServoKind::Pi);
+        assert_eq!("linreg".parse::<ServoKind>().unwrap(), ServoKind::LinReg);
+        assert!(matches!(
+            "x".parse::<ServoKind>(),
+            Err(ClockError::UnknownServo(_))
+        ));
+    }
+
+    #[test]
+    fn too_close_second_sample_waits() {
+        // PI with software gains: ki = 0.001 → estimate over at least 16 s.
+        let cfg = ServoConfig {
+            hardware_timestamps: false,
+            ..Default::default()
+        };
+        let mut s = Servo::new(ServoKind::Pi, cfg);
+        assert_eq!(s.sample(0, 0).state, ServoState::Unlocked);
+        assert_eq!(s.sample(10, 5_000_000_000).state, ServoState::Unlocked);
+        assert_eq!(s.sample(16, 16_000_000_000).state, ServoState::Locked);
     }
 }

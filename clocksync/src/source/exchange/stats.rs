@@ -1,0 +1,12 @@
+//! Counters of an exchange client or responder.
+
+/// Counters of a client or responder.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExchangeStats {
+    /// Exchanges completed.
+    pub completed: u64,
+    /// Exchanges that timed out.
+    pub timeouts: u64,
+    /// Messages ignored (stale sequence, bad format, unsynced responder).
+    pub ignored: u64,
+}

@@ -1,0 +1,19 @@
+//! Clock sources. [`traits`] is the interface alone; one file per source
+//! ([`system`], [`phc`], [`sim`], [`exchange`]) with their helpers
+//! ([`inject`], [`realtime`]); [`spec`] is the one place that knows every
+//! source (parse a command-line name, open it).
+
+pub mod exchange;
+pub mod inject;
+pub mod phc;
+pub mod realtime;
+pub mod sim;
+pub mod spec;
+pub mod system;
+pub mod traits;
+
+pub use inject::ErrorInjection;
+pub use realtime::{RealtimeMonoTracker, RealtimeToMono};
+pub use spec::{SourceOptions, SourceSpec};
+pub use system::SystemClock;
+pub use traits::{Clock, OffsetSample, ReferenceClock, DEFAULT_READS};
