@@ -7,8 +7,8 @@
 use clocksync::{measure_offset, ClockId};
 use tracer_codec::{ClockState, Event};
 use tracer_e2e::netns::NetnsPair;
-use tracer_e2e::skip::require_root;
 use tracer_e2e::scenario as e2e_tx;
+use tracer_e2e::skip::require_root;
 
 const INJECT: [&str; 4] = [
     "--inject-clock-offset-ns",

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use tracer_codec::{Event, TxEvent, TxStage};
 use tracer_e2e::netns::NetnsPair;
-use tracer_e2e::skip::require_root;
 use tracer_e2e::scenario::{noise_flow, tai_now_ns, tcp_flow, traced_run};
+use tracer_e2e::skip::require_root;
 
 #[test]
 fn tx_events_of_a_tcp_flow_between_namespaces() {

@@ -82,10 +82,10 @@ pub enum AgentError {
     #[error("no probe selected: pass --probes with at least one probe")]
     NoProbes,
     /// The clock source could not be opened.
-    #[error("setting up the clock ({what})")]
+    #[error("setting up the clock --clock {spec}")]
     Clock {
         /// The --clock choice.
-        what: String,
+        spec: clocksync::SourceSpec,
         /// Why.
         source: clocksync::ClockError,
     },
@@ -143,7 +143,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         })?;
     let max_payload = transport.max_payload();
     let mut clock = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
-        what: format!("{:?}", cfg.clock.choice),
+        spec: cfg.clock.choice.clone(),
         source,
     })?;
     let pipeline = RefCell::new(Pipeline::new(

@@ -97,8 +97,5 @@ fn unknown_kinds_use_tai_with_the_default_clock() {
     let before = now_ns(ClockId::Tai).unwrap();
     let ts = unknown_kind_stamp(&[]);
     let after = now_ns(ClockId::Tai).unwrap();
-    assert!(
-        ts >= before && ts <= after,
-        "{before} <= {ts} <= {after}?"
-    );
+    assert!(ts >= before && ts <= after, "{before} <= {ts} <= {after}?");
 }
