@@ -85,7 +85,7 @@ pub enum AgentError {
     #[error("setting up the clock --clock {spec}")]
     Clock {
         /// The --clock choice.
-        spec: clocksync::SourceSpec,
+        spec: Box<clocksync::SourceSpec>,
         /// Why.
         source: clocksync::ClockError,
     },
@@ -143,7 +143,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         })?;
     let max_payload = transport.max_payload();
     let mut clock = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
-        spec: cfg.clock.choice.clone(),
+        spec: Box::new(cfg.clock.choice.clone()),
         source,
     })?;
     let pipeline = RefCell::new(Pipeline::new(
