@@ -2,7 +2,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-
 /// Wire identifier of an event kind. Kinds a decoder does not know are
 /// skipped by length, so older sinks survive newer agents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -390,7 +389,10 @@ mod tests {
         let l = &ClockEvent::LAYOUT;
         assert_eq!(at(l, &b, "offset_ns"), &(-4i64).to_le_bytes());
         assert_eq!(at(l, &b, "freq_ppb"), &12.5f64.to_le_bytes());
-        assert_eq!((at(l, &b, "source"), at(l, &b, "state")), (&[2u8][..], &[3u8][..]));
+        assert_eq!(
+            (at(l, &b, "source"), at(l, &b, "state")),
+            (&[2u8][..], &[3u8][..])
+        );
         assert_eq!(ClockEvent::decode_body(&b).unwrap(), ev);
         let state = l.field("state").expect("described").offset;
         b[state] = 9;

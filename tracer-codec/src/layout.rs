@@ -354,7 +354,13 @@ pub const CAPTURE_HEADER: HeaderLayout = HeaderLayout {
             None,
             "23 + host_len; the record starts here",
         ),
-        Field::new("agent_id", FieldType::U64, 8, None, "agent that sent the event"),
+        Field::new(
+            "agent_id",
+            FieldType::U64,
+            8,
+            None,
+            "agent that sent the event",
+        ),
         Field::new(
             "event_seq",
             FieldType::U64,
@@ -542,7 +548,12 @@ fn md_fields(o: &mut String, fields: &[Field], tail: Option<(usize, FieldType, (
         );
     }
     if let Some((off, ty, (name, doc))) = tail {
-        let _ = writeln!(o, "| {off} | n | {name} | {} | {} |", ty.name(), md_cell(doc));
+        let _ = writeln!(
+            o,
+            "| {off} | n | {name} | {} | {} |",
+            ty.name(),
+            md_cell(doc)
+        );
     }
 }
 
@@ -570,7 +581,11 @@ fn md_table(
     md_fields(&mut o, fields, tail);
     o.push_str(extra);
     let _ = write!(o, "{end}");
-    MarkdownTable { begin, end, text: o }
+    MarkdownTable {
+        begin,
+        end,
+        text: o,
+    }
 }
 
 /// The field tables of `docs/wire-format.md`, each between its own
@@ -595,7 +610,12 @@ pub fn render_markdown() -> Vec<MarkdownTable> {
             "\nKind {} ({}), version-1 body: {} bytes.\n",
             e.kind, e.name, e.body_len
         );
-        out.push(md_table(&format!("kind-{}", e.kind), e.fields, None, &extra));
+        out.push(md_table(
+            &format!("kind-{}", e.kind),
+            e.fields,
+            None,
+            &extra,
+        ));
     }
     let h = &CAPTURE_HEADER;
     out.push(md_table(
@@ -638,14 +658,20 @@ mod tests {
         (0..len).map(|i| i as u8 + 1).collect()
     }
 
-    fn check_against_bincode<T>(layout: &EventLayout, field_bytes: impl Fn(&T) -> Vec<(&'static str, Vec<u8>)>)
-    where
+    fn check_against_bincode<T>(
+        layout: &EventLayout,
+        field_bytes: impl Fn(&T) -> Vec<(&'static str, Vec<u8>)>,
+    ) where
         T: bincode::Decode<()> + bincode::Encode,
     {
         let body = distinct_body(layout.body_len);
         let (v, used): (T, usize) =
             bincode::decode_from_slice(&body, crate::bincode_config()).expect("bincode decodes");
-        assert_eq!(used, layout.body_len, "{}: bincode reads BODY_LEN bytes", layout.name);
+        assert_eq!(
+            used, layout.body_len,
+            "{}: bincode reads BODY_LEN bytes",
+            layout.name
+        );
         let again = bincode::encode_to_vec(&v, crate::bincode_config()).expect("encodes");
         assert_eq!(again, body, "{}: bincode round trip", layout.name);
         let fields = field_bytes(&v);
@@ -658,7 +684,13 @@ mod tests {
         for (name, bytes) in fields {
             let f = layout.field(name).expect("described");
             assert_eq!(f.size, bytes.len(), "{}.{name}: size", layout.name);
-            assert_eq!(&body[f.range()], &bytes[..], "{}.{name}: offset {}", layout.name, f.offset);
+            assert_eq!(
+                &body[f.range()],
+                &bytes[..],
+                "{}.{name}: offset {}",
+                layout.name,
+                f.offset
+            );
         }
     }
 
@@ -678,8 +710,10 @@ mod tests {
 
     /// The generated fixed-offset decoder gives what bincode gives, and
     /// rejects exactly the bodies whose enum fields are outside their tables.
-    fn check_decoder<T>(layout: &EventLayout, decode: impl Fn(&[u8]) -> Result<T, crate::DecodeError>)
-    where
+    fn check_decoder<T>(
+        layout: &EventLayout,
+        decode: impl Fn(&[u8]) -> Result<T, crate::DecodeError>,
+    ) where
         T: bincode::Decode<()> + PartialEq + std::fmt::Debug,
     {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -730,7 +764,10 @@ mod tests {
     #[test]
     fn name_tables_match_the_enums() {
         for v in 0..=255u8 {
-            assert_eq!(TxStage::NAMES.name_of(v.into()), TxStage::from_u8(v).map(TxStage::name));
+            assert_eq!(
+                TxStage::NAMES.name_of(v.into()),
+                TxStage::from_u8(v).map(TxStage::name)
+            );
             assert_eq!(
                 ClockSource::NAMES.name_of(v.into()),
                 ClockSource::from_u8(v).map(ClockSource::name)
@@ -756,7 +793,13 @@ mod tests {
         );
         for (name, v) in want {
             let f = layout.field(name).expect("described");
-            assert_eq!(&bytes[f.range()], &v[..], "{}.{name} at {}", layout.name, f.offset);
+            assert_eq!(
+                &bytes[f.range()],
+                &v[..],
+                "{}.{name} at {}",
+                layout.name,
+                f.offset
+            );
         }
     }
 
@@ -796,13 +839,24 @@ mod tests {
                 ("hostname_len", vec![6]),
             ],
         );
-        assert_eq!(&d[DATAGRAM_HEADER.fixed_len..DATAGRAM_HEADER.fixed_len + 6], b"host-x");
+        assert_eq!(
+            &d[DATAGRAM_HEADER.fixed_len..DATAGRAM_HEADER.fixed_len + 6],
+            b"host-x"
+        );
         let rec = &d[DATAGRAM_HEADER.fixed_len + 6..];
         assert_eq!(&rec[RECORD_HEADER[0].range()], &77u16.to_le_bytes());
         assert_eq!(&rec[RECORD_HEADER[1].range()], &3u16.to_le_bytes());
 
         let mut c = Vec::new();
-        CaptureRecord::encode(&mut c, 0x4142_4344_4546_4748, 0x5152_5354_5556_5758, 1, 2, "hh", rec);
+        CaptureRecord::encode(
+            &mut c,
+            0x4142_4344_4546_4748,
+            0x5152_5354_5556_5758,
+            1,
+            2,
+            "hh",
+            rec,
+        );
         check_header(
             &CAPTURE_HEADER,
             &c,
@@ -816,13 +870,18 @@ mod tests {
                 ("host_len", vec![2]),
             ],
         );
-        assert_eq!(&c[CAPTURE_HEADER.fixed_len..CAPTURE_HEADER.fixed_len + 2], b"hh");
+        assert_eq!(
+            &c[CAPTURE_HEADER.fixed_len..CAPTURE_HEADER.fixed_len + 2],
+            b"hh"
+        );
     }
 
     /// Compares the generated part of a checked-in file with its rendering;
     /// with `UPDATE_GENERATED=1` rewrites it instead.
     fn check_generated(rel: &str, render: impl Fn(&str) -> Result<String, String>) {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel);
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(rel);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let spliced =
@@ -859,7 +918,10 @@ mod tests {
     #[test]
     fn splice_replaces_between_markers_only() {
         let t = "a\n<B>\nold\n<E>\nz\n";
-        assert_eq!(splice(t, "<B>", "<E>", "<B>\nnew\n<E>").as_deref(), Some("a\n<B>\nnew\n<E>\nz\n"));
+        assert_eq!(
+            splice(t, "<B>", "<E>", "<B>\nnew\n<E>").as_deref(),
+            Some("a\n<B>\nnew\n<E>\nz\n")
+        );
         assert_eq!(splice(t, "<X>", "<E>", ""), None);
     }
 
