@@ -4,8 +4,8 @@
 //!
 //! This is the one source of the layouts for everything after the agent:
 //! the event structs and their decoders are declared together with their
-//! field tables by [`wire_event!`](crate::wire_event) (so they cannot
-//! drift), and the dissector's tables (`wireshark/nettrace.lua`, between the
+//! field tables by the `wire_event!` macro (so they cannot drift), and
+//! the dissector's tables (`wireshark/nettrace.lua`, between the
 //! `GENERATED` markers) and the field tables of `docs/wire-format.md` are
 //! rendered from here ([`render_lua`], [`render_markdown`]). A test fails
 //! when a checked-in rendering is stale; `UPDATE_GENERATED=1 cargo test -p
