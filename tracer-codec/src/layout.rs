@@ -211,6 +211,26 @@ pub const fn fields_len(fields: &[Field]) -> usize {
     len
 }
 
+/// Offset of the field called `name` in `fields`, at compile time (a
+/// missing name fails the build where a constant uses it).
+pub const fn field_offset(fields: &[Field], name: &str) -> usize {
+    let mut i = 0;
+    while i < fields.len() {
+        let (a, b) = (fields[i].name.as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return fields[i].offset;
+            }
+        }
+        i += 1;
+    }
+    panic!("no such field")
+}
+
 /// The layout of one event kind's version-1 body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventLayout {

@@ -20,8 +20,8 @@ pub use error::{DecodeError, HostnameError};
 pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
 pub use wire::{
     Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView, RawRecord,
-    RecordIter, HEADER_FIXED_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN, RECORD_HEADER_LEN,
-    WIRE_VERSION,
+    RecordIter, RecordView, HEADER_FIXED_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN,
+    RECORD_HEADER_LEN, WIRE_VERSION,
 };
 
 /// The bincode configuration of every body on the wire: fixed-width

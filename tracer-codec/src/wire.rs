@@ -252,6 +252,30 @@ impl RawRecord<'_> {
     }
 }
 
+/// One record of a validated datagram ([`DatagramView::records`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// The framed record: kind, body and whole bytes.
+    pub raw: RawRecord<'a>,
+    /// Its global timestamp when the kind has one.
+    pub global_ns: Option<u64>,
+}
+
+/// Offset of `global_ns` in the bodies of the kinds that have one.
+const TX_GLOBAL_NS: usize = crate::layout::field_offset(TxEvent::LAYOUT.fields, "global_ns");
+const CLOCK_GLOBAL_NS: usize = crate::layout::field_offset(ClockEvent::LAYOUT.fields, "global_ns");
+
+/// `global_ns` of a body already validated for its kind, read in place.
+fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
+    let at = match EventKind::from_u16(kind) {
+        EventKind::Tx => TX_GLOBAL_NS,
+        EventKind::Clock => CLOCK_GLOBAL_NS,
+        EventKind::Unknown(_) => return None,
+    };
+    body.get(at..at + 8)
+        .map(<u64 as crate::layout::WireValue>::read)
+}
+
 /// Walks the records of a datagram's payload, checking framing only. It
 /// yields one `Err` (a truncated record) and then stops.
 #[derive(Debug, Clone)]
@@ -361,9 +385,14 @@ impl<'a> DatagramView<'a> {
     }
 
     /// The records in order (all framed and valid: [`parse`](Self::parse)
-    /// checked them).
-    pub fn records(&self) -> impl Iterator<Item = RawRecord<'a>> + 'a {
-        RecordIter::new(self.records).map_while(Result::ok)
+    /// checked them), each with its global timestamp read in place.
+    pub fn records(&self) -> impl Iterator<Item = RecordView<'a>> + 'a {
+        RecordIter::new(self.records)
+            .map_while(Result::ok)
+            .map(|raw| RecordView {
+                raw,
+                global_ns: validated_global_ns(raw.kind, raw.body),
+            })
     }
 }
 
@@ -384,7 +413,7 @@ impl<'a> Datagram<'a> {
         let view = DatagramView::parse(buf)?;
         let records = view
             .records()
-            .map(|r| r.decode().map(|ev| (r, ev)))
+            .map(|r| r.raw.decode().map(|ev| (r.raw, ev)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Datagram {
             header: view.header().to_header(),

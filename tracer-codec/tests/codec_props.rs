@@ -58,11 +58,12 @@ fn both_agree(bytes: &[u8]) -> Result<(), TestCaseError> {
     match (&owned, &view) {
         (Ok(d), Ok(v)) => {
             prop_assert_eq!(&d.header, &v.header().to_header());
-            let recs: Vec<RawRecord> = v.records().collect();
+            let recs: Vec<RecordView> = v.records().collect();
             prop_assert_eq!(recs.len(), d.records.len());
             for (r, (raw, ev)) in recs.iter().zip(&d.records) {
-                prop_assert_eq!(r, raw);
-                prop_assert_eq!(r.global_ns(), ev.global_ns());
+                prop_assert_eq!(&r.raw, raw);
+                prop_assert_eq!(r.global_ns, ev.global_ns());
+                prop_assert_eq!(r.raw.global_ns(), ev.global_ns());
             }
         }
         (Err(a), Err(b)) => prop_assert_eq!(a, b),

@@ -60,7 +60,7 @@ fn parse_and_walk_allocate_nothing() {
     let mut sum = 0u64;
     let mut n = 0;
     for r in view.records() {
-        sum += r.global_ns().unwrap_or(0);
+        sum += r.global_ns.unwrap_or(0);
         n += 1;
     }
     let host_ok = view.header().hostname == "host-a";

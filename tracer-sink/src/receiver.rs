@@ -251,10 +251,11 @@ fn handle_datagram(
     if batch.events.is_empty() {
         batch.arrived = Instant::now();
     }
-    for (k, raw) in d.records().enumerate() {
+    for (k, rec) in d.records().enumerate() {
         // Unknown kinds carry no time the sink can read: stamp them on
         // arrival.
-        let ts_ns = raw.global_ns().unwrap_or(now_ns);
+        let ts_ns = rec.global_ns.unwrap_or(now_ns);
+        let raw = rec.raw;
         let start = batch.data.len() as u32;
         batch.data.extend_from_slice(raw.bytes);
         batch.max_ts = batch.max_ts.max(ts_ns);
