@@ -79,6 +79,7 @@ macro_rules! wire_number {
     ($($t:ty),*) => {$(
         impl WireValue for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
+            #[inline]
             fn read(b: &[u8]) -> Self {
                 let mut a = [0u8; std::mem::size_of::<$t>()];
                 a.copy_from_slice(&b[..Self::SIZE]);
@@ -94,6 +95,7 @@ wire_number!(u8, u16, u32, u64, i64, f64);
 
 impl<const N: usize> WireValue for [u8; N] {
     const SIZE: usize = N;
+    #[inline]
     fn read(b: &[u8]) -> Self {
         let mut a = [0u8; N];
         a.copy_from_slice(&b[..N]);
@@ -123,6 +125,7 @@ impl NameTable {
     }
 
     /// True when `value` is in the domain.
+    #[inline]
     pub fn contains(&self, value: u64) -> bool {
         self.entries.iter().any(|(v, _)| *v == value)
     }

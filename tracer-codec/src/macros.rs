@@ -36,6 +36,7 @@ macro_rules! wire_enum {
             };
 
             /// The value from its wire number; `None` outside the domain.
+            #[inline]
             pub fn from_u8(v: u8) -> Option<Self> {
                 match v {
                     $($val => Some($name::$var),)*
@@ -112,8 +113,9 @@ macro_rules! wire_event {
             /// Decode a body at the table's offsets; trailing bytes (fields
             /// of a newer version) are ignored. An enum field outside its
             /// name table is a [`BadField`](crate::DecodeError::BadField).
+            #[inline]
             pub fn decode_body(body: &[u8]) -> Result<Self, $crate::DecodeError> {
-                let Some(b) = body.get(..Self::BODY_LEN) else {
+                let Some(b) = body.first_chunk::<{ Self::BODY_LEN }>() else {
                     return Err($crate::DecodeError::BodyTooShort {
                         kind: $kind,
                         len: body.len(),
@@ -124,8 +126,9 @@ macro_rules! wire_event {
                 let ev = $name {
                     $(
                         $field: {
-                            let v = <$ty as $crate::layout::WireValue>::read(&b[off..]);
-                            off += <$ty as $crate::layout::WireValue>::SIZE;
+                            let size = <$ty as $crate::layout::WireValue>::SIZE;
+                            let v = <$ty as $crate::layout::WireValue>::read(&b[off..off + size]);
+                            off += size;
                             v
                         },
                     )*

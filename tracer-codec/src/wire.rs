@@ -9,7 +9,12 @@
 //! record   = kind u16 | len u16 | body [len]        (body: bincode fixint LE)
 //! ```
 //! All integers little-endian. `header_len` lets a later version append
-//! header fields; `len` lets a decoder skip kinds it does not know.
+//! header fields; `len` lets a decoder skip kinds it does not know. The
+//! offsets are described as data in [`crate::layout`].
+//!
+//! Two readers with one set of rules: [`DatagramView::parse`] validates a
+//! datagram in place without allocating (the sink's receive path), and
+//! [`Datagram::decode`] builds owned events on top of it.
 
 use crate::error::{DecodeError, HostnameError};
 use crate::event::{ClockEvent, Event, EventKind, TxEvent};
@@ -237,6 +242,7 @@ impl RawRecord<'_> {
 
     /// Validate the body of a known kind (unknown kinds pass) and return
     /// its global timestamp, if the kind has one. Allocates nothing.
+    #[inline]
     pub fn check(&self) -> Result<Option<u64>, DecodeError> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
@@ -338,7 +344,11 @@ impl<'a> Iterator for RecordIter<'a> {
 
 /// Split `buf` into records, validating framing only.
 pub fn split_records(buf: &[u8]) -> Result<Vec<RawRecord<'_>>, DecodeError> {
-    RecordIter::new(buf).collect()
+    let mut out = Vec::new();
+    for r in RecordIter::new(buf) {
+        out.push(r?);
+    }
+    Ok(out)
 }
 
 /// A validated datagram, read in place: [`parse`](Self::parse) checks
