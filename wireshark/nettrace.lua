@@ -3,8 +3,10 @@ nettrace.lua - Wireshark/tshark dissector for the clock-synchronized network
 stack tracer ("nettrace").
 
 Understands wire format version 1 and capture record version 1, exactly as
-defined in docs/wire-format.md (source of truth: tracer-codec/src/wire.rs,
-capture.rs, event.rs). It decodes:
+defined in docs/wire-format.md. Its layout tables (offsets, body lengths,
+kind numbers, name tables) are generated from tracer-codec's layout
+description (tracer-codec/src/layout.rs) into the block between the
+GENERATED LAYOUT markers below; the rest is display logic. It decodes:
 
   * pcapng files written by tracer-sink: link type USER0 (LINKTYPE_USER0,
     147); each frame is one capture record (capture header + one event).
@@ -13,9 +15,9 @@ capture.rs, event.rs). It decodes:
     any port through "Decode As... > UDP port > NETTRACE".
 
 Event kinds:
-  1  TX timestamp (110-byte body): one BPF TX timestamping callback, with
+  1  TX timestamp: one BPF TX timestamping callback, with
      stage latencies computed across frames.
-  2  clock update (66-byte body): one update of an agent's global clock
+  2  clock update: one update of an agent's global clock
      (raw sample, offset, frequency, delay, error estimate, servo state),
      fields nettrace.clock.*.
   Other kinds are shown as undecoded bodies and skipped by their length;
@@ -33,40 +35,161 @@ Needs Wireshark >= 4.0 (Lua 5.2). Field list and filter examples are in
 wireshark/README.md.
 ]]
 
--- Versions this script understands. Anything else is flagged, not guessed at.
-local WIRE_VERSION = 1
-local CAPTURE_VERSION = 1
+-- Every offset, length, kind number and name table below comes from the
+-- generated block: tracer-codec renders it from its layout tables
+-- (tracer-codec/src/layout.rs) and a test fails when it is stale. It lives
+-- inside this file, not beside it, so that this one file is the whole
+-- plugin: Wireshark loads every .lua of a plugin folder on its own, and
+-- `tshark -X lua_script:` loads exactly one file.
+-- BEGIN GENERATED LAYOUT
+-- Do not edit by hand: rendered by tracer_codec::layout::render_lua();
+-- regenerate with `UPDATE_GENERATED=1 cargo test -p tracer-codec`.
+local LAYOUT = {
+    wire_version = 1,
+    capture_version = 1,
+    magic = "NTRC",
+    max_hostname_len = 64,
+    record_header_len = 4,
+    dgram = {
+        fixed_len = 61,
+        fields = {
+            magic = { offset = 0, size = 4, type = "text" },
+            version = { offset = 4, size = 2, type = "u16" },
+            header_len = { offset = 6, size = 2, type = "u16" },
+            agent_id = { offset = 8, size = 8, type = "u64" },
+            boot_id = { offset = 16, size = 16, type = "guid" },
+            seq = { offset = 32, size = 8, type = "u64" },
+            lost_events = { offset = 40, size = 8, type = "u64" },
+            first_event_seq = { offset = 48, size = 8, type = "u64" },
+            clock_source = { offset = 56, size = 1, type = "u8", names = "ClockSource" },
+            clock_state = { offset = 57, size = 1, type = "u8", names = "ClockState" },
+            event_count = { offset = 58, size = 2, type = "u16" },
+            hostname_len = { offset = 60, size = 1, type = "u8" },
+        },
+        order = { "magic", "version", "header_len", "agent_id", "boot_id", "seq", "lost_events", "first_event_seq", "clock_source", "clock_state", "event_count", "hostname_len" },
+    },
+    capture = {
+        fixed_len = 23,
+        fields = {
+            version = { offset = 0, size = 2, type = "u16" },
+            header_len = { offset = 2, size = 2, type = "u16" },
+            agent_id = { offset = 4, size = 8, type = "u64" },
+            event_seq = { offset = 12, size = 8, type = "u64" },
+            clock_source = { offset = 20, size = 1, type = "u8", names = "ClockSource" },
+            clock_state = { offset = 21, size = 1, type = "u8", names = "ClockState" },
+            host_len = { offset = 22, size = 1, type = "u8" },
+        },
+        order = { "version", "header_len", "agent_id", "event_seq", "clock_source", "clock_state", "host_len" },
+    },
+    record = {
+        fields = {
+            kind = { offset = 0, size = 2, type = "u16" },
+            len = { offset = 2, size = 2, type = "u16" },
+        },
+        order = { "kind", "len" },
+    },
+    kind = { TX = 1, CLOCK = 2 },
+    kinds = {
+        [1] = {
+            name = "TX",
+            body_len = 110,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                hw_ns = { offset = 16, size = 8, type = "u64" },
+                cookie = { offset = 24, size = 8, type = "u64" },
+                tskey = { offset = 32, size = 4, type = "u32" },
+                seq = { offset = 36, size = 4, type = "u32" },
+                netns = { offset = 40, size = 4, type = "u32" },
+                cpu = { offset = 44, size = 4, type = "u32" },
+                pid = { offset = 48, size = 4, type = "u32" },
+                tid = { offset = 52, size = 4, type = "u32" },
+                stage = { offset = 56, size = 1, type = "u8", names = "TxStage" },
+                family = { offset = 57, size = 1, type = "u8", names = "Family" },
+                sport = { offset = 58, size = 2, type = "u16" },
+                dport = { offset = 60, size = 2, type = "u16" },
+                saddr = { offset = 62, size = 16, type = "addr" },
+                daddr = { offset = 78, size = 16, type = "addr" },
+                comm = { offset = 94, size = 16, type = "comm" },
+            },
+            order = { "mono_ns", "global_ns", "hw_ns", "cookie", "tskey", "seq", "netns", "cpu", "pid", "tid", "stage", "family", "sport", "dport", "saddr", "daddr", "comm" },
+        },
+        [2] = {
+            name = "CLOCK",
+            body_len = 66,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                ref_ns = { offset = 16, size = 8, type = "u64" },
+                offset_ns = { offset = 24, size = 8, type = "i64" },
+                freq_ppb = { offset = 32, size = 8, type = "f64" },
+                delay_ns = { offset = 40, size = 8, type = "u64" },
+                uncertainty_ns = { offset = 48, size = 8, type = "u64" },
+                error_estimate_ns = { offset = 56, size = 8, type = "u64" },
+                source = { offset = 64, size = 1, type = "u8", names = "ClockSource" },
+                state = { offset = 65, size = 1, type = "u8", names = "ClockState" },
+            },
+            order = { "mono_ns", "global_ns", "ref_ns", "offset_ns", "freq_ppb", "delay_ns", "uncertainty_ns", "error_estimate_ns", "source", "state" },
+        },
+    },
+    names = {
+        TxStage = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" },
+        ClockSource = { [0] = "system", [1] = "phc", [2] = "sink" },
+        ClockState = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" },
+        Family = { [4] = "IPv4", [6] = "IPv6" },
+    },
+}
+-- END GENERATED LAYOUT
 
--- Layout constants (mirror tracer-codec).
-local MAGIC = "NTRC"
-local DGRAM_FIXED_LEN = 61 -- datagram header bytes before the hostname
-local CAPTURE_FIXED_LEN = 23 -- capture header bytes before the host name
-local MAX_HOSTNAME_LEN = 64
-local RECORD_HEADER_LEN = 4 -- kind u16 + len u16
-local KIND_TX = 1
-local KIND_CLOCK = 2
-local TX_BODY_LEN = 110 -- version-1 TxEvent body
-local CLOCK_BODY_LEN = 66 -- version-1 ClockEvent body
+-- Versions this script understands. Anything else is flagged, not guessed at.
+local WIRE_VERSION = LAYOUT.wire_version
+local CAPTURE_VERSION = LAYOUT.capture_version
+
+local MAGIC = LAYOUT.magic
+local DGRAM = LAYOUT.dgram -- datagram header: fixed_len, fields
+local CAPTURE = LAYOUT.capture -- capture header: fixed_len, fields
+local RECORD = LAYOUT.record -- record framing: kind, len
+local MAX_HOSTNAME_LEN = LAYOUT.max_hostname_len
+local RECORD_HEADER_LEN = LAYOUT.record_header_len
+local KIND = LAYOUT.kind
+local TX = LAYOUT.kinds[KIND.TX]
+local CLOCK = LAYOUT.kinds[KIND.CLOCK]
 local DEFAULT_UDP_PORT = 7420
 
--- Stage numbers, as TxStage in tracer-codec/src/event.rs.
-local STAGE = { SENDMSG = 0, SCHED = 1, SND_SW = 2, SND_HW = 3, ACK = 4 }
-local STAGE_NAMES = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" }
-local KIND_NAMES = { [KIND_TX] = "TX", [KIND_CLOCK] = "CLOCK" }
-local CLOCK_SOURCE_NAMES = { [0] = "system", [1] = "phc", [2] = "sink" }
-local CLOCK_STATE_NAMES = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" }
-local FAMILY_NAMES = { [4] = "IPv4", [6] = "IPv6" }
+local STAGE_NAMES = LAYOUT.names.TxStage
+local CLOCK_SOURCE_NAMES = LAYOUT.names.ClockSource
+local CLOCK_STATE_NAMES = LAYOUT.names.ClockState
+local FAMILY_NAMES = LAYOUT.names.Family
+-- Stage numbers by name (STAGE.SENDMSG == 0, ...).
+local STAGE = {}
+for v, name in pairs(STAGE_NAMES) do
+    STAGE[name] = v
+end
+local KIND_NAMES = {}
+for v, k in pairs(LAYOUT.kinds) do
+    KIND_NAMES[v] = k.name
+end
+
+-- A function giving the range of a named field of `fields` in `tvb`,
+-- whose layout starts at `base` (default 0).
+local function field_reader(tvb, fields, base)
+    base = base or 0
+    return function(name)
+        local f = fields[name]
+        return tvb(base + f.offset, f.size)
+    end
+end
 
 -- The protocol. It owns every field, the preference and the UDP registration
 -- (so "Decode As" lists it as NETTRACE).
-local proto = Proto("nettrace", "Network stack trace")
+local proto = Proto("nettrace", "nettrace: kernel network-stack events")
 
 -- A second, tiny protocol registered for link type USER0 only. One Lua Proto
 -- has one dissector function, and the payload alone cannot tell a capture
 -- record from a datagram once it is malformed (a bad-magic datagram is not
 -- a capture record), so the table that called us decides. Its tree shows
 -- the fields of `proto`, so `nettrace` and `nettrace.*` filters match both.
-local proto_file = Proto("nettrace_file", "Network stack trace capture record")
+local proto_file = Proto("nettrace_file", "nettrace: capture record")
 
 ------------------------------------------------------------------------------
 -- Fields. Names match the Rust event model (tracer-codec/src/event.rs).
@@ -303,13 +426,13 @@ end
 -- Event records (kind u16 | len u16 | body), shared by both framings.
 ------------------------------------------------------------------------------
 
--- Address fields of one TX body; returns the text of saddr and daddr.
-local function add_addresses(tree, body, family)
-    local s, d = body(62, 16), body(78, 16)
+-- Address fields of one TX body (the 16-byte saddr and daddr ranges);
+-- returns the text of saddr and daddr.
+local function add_addresses(tree, s, d, family)
     if family == 4 then
-        tree:add(F.saddr, body(62, 4))
-        tree:add(F.daddr, body(78, 4))
-        return tostring(body(62, 4):ipv4()), tostring(body(78, 4):ipv4())
+        tree:add(F.saddr, s(0, 4))
+        tree:add(F.daddr, d(0, 4))
+        return tostring(s(0, 4):ipv4()), tostring(d(0, 4):ipv4())
     elseif family == 6 then
         tree:add(F.saddr6, s)
         tree:add(F.daddr6, d)
@@ -350,52 +473,53 @@ local function add_latency(tree, range, lat)
     end
 end
 
--- Decode a TX body (at least TX_BODY_LEN bytes). `ctx` = { agent = UInt64,
+-- Decode a TX body (at least TX.body_len bytes). `ctx` = { agent = UInt64,
 -- index = event index in the frame }. Returns the one-line summary.
 local function dissect_tx(body, pinfo, tree, ctx)
-    local stage = body(56, 1):uint()
-    local family = body(57, 1):uint()
+    local b = field_reader(body, TX.fields)
+    local stage = b("stage"):uint()
+    local family = b("family"):uint()
     local ok = true
 
-    tree:add_le(F.mono_ns, body(0, 8))
-    tree:add_le(F.global_ns, body(8, 8))
-    tree:add_packet_field(F.global_time, body(8, 8), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
-    tree:add_le(F.hw_ns, body(16, 8))
-    tree:add_le(F.cookie, body(24, 8))
-    tree:add_le(F.tskey, body(32, 4))
-    tree:add_le(F.seq, body(36, 4))
-    tree:add_le(F.netns, body(40, 4))
-    tree:add_le(F.cpu, body(44, 4))
-    tree:add_le(F.pid, body(48, 4))
-    tree:add_le(F.tid, body(52, 4))
-    local stage_item = tree:add(F.stage, body(56, 1))
+    tree:add_le(F.mono_ns, b("mono_ns"))
+    tree:add_le(F.global_ns, b("global_ns"))
+    tree:add_packet_field(F.global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    tree:add_le(F.hw_ns, b("hw_ns"))
+    tree:add_le(F.cookie, b("cookie"))
+    tree:add_le(F.tskey, b("tskey"))
+    tree:add_le(F.seq, b("seq"))
+    tree:add_le(F.netns, b("netns"))
+    tree:add_le(F.cpu, b("cpu"))
+    tree:add_le(F.pid, b("pid"))
+    tree:add_le(F.tid, b("tid"))
+    local stage_item = tree:add(F.stage, b("stage"))
     if STAGE_NAMES[stage] == nil then
         stage_item:add_proto_expert_info(E.bad_stage, "Unknown TX stage " .. stage)
         ok = false
     end
-    local family_item = tree:add(F.family, body(57, 1))
+    local family_item = tree:add(F.family, b("family"))
     if FAMILY_NAMES[family] == nil then
         family_item:add_proto_expert_info(E.bad_family, "Bad address family " .. family)
         ok = false
     end
-    tree:add_le(F.sport, body(58, 2))
-    tree:add_le(F.dport, body(60, 2))
-    local saddr, daddr = add_addresses(tree, body, family)
-    add_comm(tree, body(94, 16))
+    tree:add_le(F.sport, b("sport"))
+    tree:add_le(F.dport, b("dport"))
+    local saddr, daddr = add_addresses(tree, b("saddr"), b("daddr"), family)
+    add_comm(tree, b("comm"))
 
-    local tskey = body(32, 4):le_uint()
+    local tskey = b("tskey"):le_uint()
     local summary = string.format("%s %s → %s tskey=%d",
         STAGE_NAMES[stage] or ("stage " .. stage),
-        endpoint(saddr, body(58, 2):le_uint(), family),
-        endpoint(daddr, body(60, 2):le_uint(), family), tskey)
+        endpoint(saddr, b("sport"):le_uint(), family),
+        endpoint(daddr, b("dport"):le_uint(), family), tskey)
     if not ok then
         return summary .. " [Malformed]"
     end
 
     -- Only well-formed events take part in latencies.
-    local key = string.format("%s:%s:%d", tostring(ctx.agent), tostring(body(24, 8):le_uint64()), tskey)
-    local lat = event_latency(pinfo, ctx.index, key, stage, body(8, 8):le_uint64())
-    add_latency(tree, body(8, 8), lat)
+    local key = string.format("%s:%s:%d", tostring(ctx.agent), tostring(b("cookie"):le_uint64()), tskey)
+    local lat = event_latency(pinfo, ctx.index, key, stage, b("global_ns"):le_uint64())
+    add_latency(tree, b("global_ns"), lat)
     if lat.own ~= nil then
         summary = summary .. " " .. format_ns(lat.own.value)
     end
@@ -410,43 +534,44 @@ local function format_ppb(v)
     return string.format("%+.1f", v)
 end
 
--- Decode a clock update body (at least CLOCK_BODY_LEN bytes). Returns the
+-- Decode a clock update body (at least CLOCK.body_len bytes). Returns the
 -- one-line summary, phc2sys style (the same text as the sink's pcapng
 -- comment, tracer-codec ClockEvent::summary).
 local function dissect_clock(body, tree)
-    local source = body(64, 1):uint()
-    local state = body(65, 1):uint()
+    local b = field_reader(body, CLOCK.fields)
+    local source = b("source"):uint()
+    local state = b("state"):uint()
     local ok = true
 
-    tree:add_le(F.clock_mono_ns, body(0, 8))
-    tree:add_le(F.clock_global_ns, body(8, 8))
-    tree:add_packet_field(F.clock_global_time, body(8, 8), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
-    tree:add_le(F.clock_ref_ns, body(16, 8))
-    tree:add_le(F.clock_offset_ns, body(24, 8))
-    local freq = body(32, 8):le_float() -- 8 bytes: an IEEE 754 double
-    tree:add(F.clock_freq_ppb, body(32, 8), freq)
-    tree:add_le(F.clock_delay_ns, body(40, 8))
-    tree:add_le(F.clock_uncertainty_ns, body(48, 8))
-    tree:add_le(F.clock_error_estimate_ns, body(56, 8))
-    local source_item = tree:add(F.clock_ev_source, body(64, 1))
+    tree:add_le(F.clock_mono_ns, b("mono_ns"))
+    tree:add_le(F.clock_global_ns, b("global_ns"))
+    tree:add_packet_field(F.clock_global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    tree:add_le(F.clock_ref_ns, b("ref_ns"))
+    tree:add_le(F.clock_offset_ns, b("offset_ns"))
+    local freq = b("freq_ppb"):le_float() -- 8 bytes: an IEEE 754 double
+    tree:add(F.clock_freq_ppb, b("freq_ppb"), freq)
+    tree:add_le(F.clock_delay_ns, b("delay_ns"))
+    tree:add_le(F.clock_uncertainty_ns, b("uncertainty_ns"))
+    tree:add_le(F.clock_error_estimate_ns, b("error_estimate_ns"))
+    local source_item = tree:add(F.clock_ev_source, b("source"))
     if CLOCK_SOURCE_NAMES[source] == nil then
         source_item:add_proto_expert_info(E.bad_clock_source, "Unknown clock source " .. source)
         ok = false
     end
-    local state_item = tree:add(F.clock_ev_state, body(65, 1))
+    local state_item = tree:add(F.clock_ev_state, b("state"))
     if CLOCK_STATE_NAMES[state] == nil then
         state_item:add_proto_expert_info(E.bad_clock_state, "Unknown clock servo state " .. state)
         ok = false
     end
     -- Exact 64-bit arithmetic (UInt64), never through doubles.
-    local mono, ref = body(0, 8):le_uint64(), body(16, 8):le_uint64()
-    tree:add(F.clock_ref_minus_mono, body(16, 8), signed_diff(ref, mono)):set_generated()
+    local mono, ref = b("mono_ns"):le_uint64(), b("ref_ns"):le_uint64()
+    tree:add(F.clock_ref_minus_mono, b("ref_ns"), signed_diff(ref, mono)):set_generated()
 
     local summary = string.format("CLOCK %s %s offset %s ns freq %s ppb delay %s ns err %s ns",
         CLOCK_SOURCE_NAMES[source] or ("source " .. source),
         CLOCK_STATE_NAMES[state] or ("state " .. state),
-        tostring(body(24, 8):le_int64()), format_ppb(freq),
-        tostring(body(40, 8):le_uint64()), tostring(body(56, 8):le_uint64()))
+        tostring(b("offset_ns"):le_int64()), format_ppb(freq),
+        tostring(b("delay_ns"):le_uint64()), tostring(b("error_estimate_ns"):le_uint64()))
     if not ok then
         return summary .. " [Malformed]"
     end
@@ -456,10 +581,10 @@ end
 -- Known kinds: name, version-1 body length, decoder (body tvb, pinfo,
 -- tree, ctx) -> summary.
 local KINDS = {
-    [KIND_TX] = { name = "TX", body_len = TX_BODY_LEN, dissect = dissect_tx },
-    [KIND_CLOCK] = {
-        name = "CLOCK",
-        body_len = CLOCK_BODY_LEN,
+    [KIND.TX] = { name = TX.name, body_len = TX.body_len, dissect = dissect_tx },
+    [KIND.CLOCK] = {
+        name = CLOCK.name,
+        body_len = CLOCK.body_len,
         dissect = function(body, _, tree, _) return dissect_clock(body, tree) end,
     },
 }
@@ -473,18 +598,19 @@ local function dissect_record(tvb, offset, limit, pinfo, tree, ctx)
             string.format("Record truncated: needs %d bytes, %d left", RECORD_HEADER_LEN, have))
         return nil, "[truncated record]"
     end
-    local kind = tvb(offset, 2):le_uint()
-    local len = tvb(offset + 2, 2):le_uint()
+    local r = field_reader(tvb, RECORD.fields, offset)
+    local kind = r("kind"):le_uint()
+    local len = r("len"):le_uint()
     if have < RECORD_HEADER_LEN + len then
         local t = tree:add(tvb(offset, have), "Truncated record")
-        t:add_le(F.kind, tvb(offset, 2))
-        t:add_le(F.len, tvb(offset + 2, 2))
+        t:add_le(F.kind, r("kind"))
+        t:add_le(F.len, r("len"))
         t:add_proto_expert_info(E.truncated,
             string.format("Record truncated: needs %d bytes, %d left", RECORD_HEADER_LEN + len, have))
         return nil, "[truncated record]"
     end
-    tree:add_le(F.kind, tvb(offset, 2))
-    tree:add_le(F.len, tvb(offset + 2, 2))
+    tree:add_le(F.kind, r("kind"))
+    tree:add_le(F.len, r("len"))
     local next_offset = offset + RECORD_HEADER_LEN + len
     local body = len > 0 and tvb(offset + RECORD_HEADER_LEN, len) or nil
 
@@ -513,9 +639,10 @@ end
 -- Header fields shared by both framings.
 ------------------------------------------------------------------------------
 
--- Host name: `len` bytes at `offset`, UTF-8. Flags an over-long name.
-local function add_host(tree, tvb, len_offset, offset, len)
-    local len_item = tree:add(F.host_len, tvb(len_offset, 1))
+-- Host name: `len` bytes at `offset`, UTF-8; `len_range` holds its length.
+-- Flags an over-long name.
+local function add_host(tree, tvb, len_range, offset, len)
+    local len_item = tree:add(F.host_len, len_range)
     if len > MAX_HOSTNAME_LEN then
         len_item:add_proto_expert_info(E.bad_hostname,
             string.format("Host name of %d bytes, at most %d allowed", len, MAX_HOSTNAME_LEN))
@@ -550,33 +677,34 @@ local function dissect_capture(tvb, pinfo, root)
     local total = tvb:len()
     local tree = root:add(proto, tvb())
     tree:append_text(" (capture record)")
-    if total < CAPTURE_FIXED_LEN then
+    if total < CAPTURE.fixed_len then
         tree:add_proto_expert_info(E.too_short,
-            string.format("Capture record of %d bytes, the header needs %d", total, CAPTURE_FIXED_LEN))
+            string.format("Capture record of %d bytes, the header needs %d", total, CAPTURE.fixed_len))
         set_columns(pinfo, "[Malformed: too short]")
         return total
     end
-    local version = tvb(0, 2):le_uint()
-    local version_item = tree:add_le(F.cap_version, tvb(0, 2))
+    local c = field_reader(tvb, CAPTURE.fields)
+    local version = c("version"):le_uint()
+    local version_item = tree:add_le(F.cap_version, c("version"))
     if version ~= CAPTURE_VERSION then
         version_item:add_proto_expert_info(E.bad_version,
             string.format("Capture version %d, this dissector reads %d", version, CAPTURE_VERSION))
         set_columns(pinfo, string.format("[Malformed: capture version %d]", version))
         return total
     end
-    local header_len = tvb(2, 2):le_uint()
-    local hl_item = tree:add_le(F.cap_header_len, tvb(2, 2))
-    local agent = tvb(4, 8):le_uint64()
-    tree:add_le(F.agent_id, tvb(4, 8))
-    tree:add_le(F.event_seq, tvb(12, 8))
-    tree:add(F.clock_source, tvb(20, 1))
-    tree:add(F.clock_state, tvb(21, 1))
-    local host_len = tvb(22, 1):uint()
-    if not check_header_len(hl_item, header_len, CAPTURE_FIXED_LEN + host_len, total) then
+    local header_len = c("header_len"):le_uint()
+    local hl_item = tree:add_le(F.cap_header_len, c("header_len"))
+    local agent = c("agent_id"):le_uint64()
+    tree:add_le(F.agent_id, c("agent_id"))
+    tree:add_le(F.event_seq, c("event_seq"))
+    tree:add(F.clock_source, c("clock_source"))
+    tree:add(F.clock_state, c("clock_state"))
+    local host_len = c("host_len"):uint()
+    if not check_header_len(hl_item, header_len, CAPTURE.fixed_len + host_len, total) then
         set_columns(pinfo, "[Malformed: bad header length]")
         return total
     end
-    local host = add_host(tree, tvb, 22, CAPTURE_FIXED_LEN, host_len)
+    local host = add_host(tree, tvb, c("host_len"), CAPTURE.fixed_len, host_len)
 
     local next_offset, summary = dissect_record(tvb, header_len, total, pinfo, tree, { agent = agent, index = 0 })
     if next_offset ~= nil and next_offset < total then
@@ -597,40 +725,46 @@ end
 -- the records need, or nil (after adding an expert) when it is unusable.
 local function dissect_dgram_header(tvb, tree)
     local total = tvb:len()
-    if total < DGRAM_FIXED_LEN then
+    if total < DGRAM.fixed_len then
         tree:add_proto_expert_info(E.too_short,
-            string.format("Datagram of %d bytes, the header needs %d", total, DGRAM_FIXED_LEN))
+            string.format("Datagram of %d bytes, the header needs %d", total, DGRAM.fixed_len))
         return nil, "too short"
     end
-    local magic_item = tree:add(F.magic, tvb(0, 4))
-    if tvb(0, 4):string() ~= MAGIC then
+    local d = field_reader(tvb, DGRAM.fields)
+    local magic_item = tree:add(F.magic, d("magic"))
+    if d("magic"):string() ~= MAGIC then
         magic_item:add_proto_expert_info(E.bad_magic)
         return nil, "bad magic"
     end
-    local version = tvb(4, 2):le_uint()
-    local version_item = tree:add_le(F.dgram_version, tvb(4, 2))
+    local version = d("version"):le_uint()
+    local version_item = tree:add_le(F.dgram_version, d("version"))
     if version ~= WIRE_VERSION then
         version_item:add_proto_expert_info(E.bad_version,
             string.format("Wire version %d, this dissector reads %d", version, WIRE_VERSION))
         return nil, "wire version " .. version
     end
-    local header_len = tvb(6, 2):le_uint()
-    local hl_item = tree:add_le(F.dgram_header_len, tvb(6, 2))
-    local h = { agent = tvb(8, 8):le_uint64(), first = tvb(48, 8):le_uint64(), count = tvb(58, 2):le_uint() }
-    tree:add_le(F.agent_id, tvb(8, 8))
-    tree:add(F.boot_id, tvb(16, 16))
-    h.seq = tvb(32, 8):le_uint64()
-    tree:add_le(F.dgram_seq, tvb(32, 8))
-    tree:add_le(F.lost_events, tvb(40, 8))
-    tree:add_le(F.first_event_seq, tvb(48, 8))
-    tree:add(F.clock_source, tvb(56, 1))
-    tree:add(F.clock_state, tvb(57, 1))
-    h.count_item = tree:add_le(F.event_count, tvb(58, 2))
-    local host_len = tvb(60, 1):uint()
-    if not check_header_len(hl_item, header_len, DGRAM_FIXED_LEN + host_len, total) then
+    local header_len = d("header_len"):le_uint()
+    local hl_item = tree:add_le(F.dgram_header_len, d("header_len"))
+    local h = {
+        agent = d("agent_id"):le_uint64(),
+        first = d("first_event_seq"):le_uint64(),
+        first_range = d("first_event_seq"),
+        count = d("event_count"):le_uint(),
+    }
+    tree:add_le(F.agent_id, d("agent_id"))
+    tree:add(F.boot_id, d("boot_id"))
+    h.seq = d("seq"):le_uint64()
+    tree:add_le(F.dgram_seq, d("seq"))
+    tree:add_le(F.lost_events, d("lost_events"))
+    tree:add_le(F.first_event_seq, d("first_event_seq"))
+    tree:add(F.clock_source, d("clock_source"))
+    tree:add(F.clock_state, d("clock_state"))
+    h.count_item = tree:add_le(F.event_count, d("event_count"))
+    local host_len = d("hostname_len"):uint()
+    if not check_header_len(hl_item, header_len, DGRAM.fixed_len + host_len, total) then
         return nil, "bad header length"
     end
-    h.host = add_host(tree, tvb, 60, DGRAM_FIXED_LEN, host_len)
+    h.host = add_host(tree, tvb, d("hostname_len"), DGRAM.fixed_len, host_len)
     h.header_len = header_len
     return h
 end
@@ -651,7 +785,7 @@ local function dissect_dgram(tvb, pinfo, root)
         local rec = tree:add(tvb(start, math.min(RECORD_HEADER_LEN, total - start)), "Event " .. index)
         -- Records carry no sequence number of their own: events are numbered
         -- consecutively from first_event_seq.
-        rec:add(F.event_seq, tvb(48, 8), h.first + index):set_generated()
+        rec:add(F.event_seq, h.first_range, h.first + index):set_generated()
         local summary
         offset, summary = dissect_record(tvb, start, total, pinfo, rec, { agent = h.agent, index = index })
         if offset ~= nil then

@@ -8,7 +8,7 @@
 //!         | record (kind u16 | len u16 | body)
 //! ```
 
-use crate::error::DecodeError;
+use crate::error::{DecodeError, HostnameError};
 use crate::wire::{split_records, truncate_hostname, RawRecord, MAX_HOSTNAME_LEN};
 
 /// Version of the capture header.
@@ -82,7 +82,7 @@ impl<'a> CaptureRecord<'a> {
             });
         }
         let host = std::str::from_utf8(&buf[23..23 + host_len])
-            .map_err(|_| DecodeError::BadHostname("not UTF-8"))?;
+            .map_err(|_| DecodeError::BadHostname(HostnameError::NotUtf8))?;
         let mut recs = split_records(&buf[hl..])?;
         if recs.len() != 1 {
             return Err(DecodeError::EventCountMismatch {

@@ -1,4 +1,5 @@
-//! Why a datagram or record was rejected.
+//! Why a datagram or record was rejected. Variants carry typed details,
+//! never another error as a source: each message is complete on its own.
 
 /// A decode failure. Every variant has a stable short [`reason`](Self::reason)
 /// that the sink uses as a counter name.
@@ -21,7 +22,7 @@ pub enum DecodeError {
     BadHeaderLen { header_len: usize, len: usize },
     /// Hostname longer than [`crate::MAX_HOSTNAME_LEN`] or not UTF-8.
     #[error("bad hostname: {0}")]
-    BadHostname(&'static str),
+    BadHostname(HostnameError),
     /// An event record runs past the end of the datagram.
     #[error("record {index} truncated: needs {need} bytes, {have} left")]
     TruncatedRecord {
@@ -38,9 +39,6 @@ pub enum DecodeError {
     /// A field holds a value outside its domain (e.g. an unknown TX stage).
     #[error("event kind {kind}: bad field {field}")]
     BadField { kind: u16, field: &'static str },
-    /// bincode rejected the bytes.
-    #[error("malformed body: {0}")]
-    Malformed(String),
 }
 
 impl DecodeError {
@@ -57,7 +55,6 @@ impl DecodeError {
             DecodeError::EventCountMismatch { .. } => "event_count_mismatch",
             DecodeError::BodyTooShort { .. } => "body_too_short",
             DecodeError::BadField { .. } => "bad_field",
-            DecodeError::Malformed(_) => "malformed_body",
         }
     }
 
@@ -73,12 +70,21 @@ impl DecodeError {
         "event_count_mismatch",
         "body_too_short",
         "bad_field",
-        "malformed_body",
     ];
 }
 
-impl From<bincode::error::DecodeError> for DecodeError {
-    fn from(e: bincode::error::DecodeError) -> Self {
-        DecodeError::Malformed(e.to_string())
-    }
+/// What is wrong with a host name in a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostnameError {
+    /// More bytes than a header may carry.
+    #[error("{len} bytes, longer than {max}")]
+    TooLong {
+        /// Length found.
+        len: usize,
+        /// [`crate::MAX_HOSTNAME_LEN`].
+        max: usize,
+    },
+    /// Not valid UTF-8.
+    #[error("not UTF-8")]
+    NotUtf8,
 }

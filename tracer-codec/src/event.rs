@@ -2,10 +2,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use bincode::{Decode, Encode};
-
-use crate::error::DecodeError;
-
 /// Wire identifier of an event kind. Kinds a decoder does not know are
 /// skipped by length, so older sinks survive newer agents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,117 +39,52 @@ impl EventKind {
     }
 }
 
-/// Stage of an skb's life in the kernel's TX path, one per BPF TX
-/// timestamping callback (`BPF_SOCK_OPS_TSTAMP_*_CB`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum TxStage {
-    /// `tcp_sendmsg` tagged the skb (BPF_SOCK_OPS_TSTAMP_SENDMSG_CB).
-    Sendmsg = 0,
-    /// Entered the qdisc / dev_queue_xmit (BPF_SOCK_OPS_TSTAMP_SCHED_CB).
-    Sched = 1,
-    /// Driver handed it to the device, software stamp (TSTAMP_SND_SW_CB).
-    SndSw = 2,
-    /// NIC hardware TX stamp (TSTAMP_SND_HW_CB); `hw_ns` holds it.
-    SndHw = 3,
-    /// Peer acknowledged the last byte (TSTAMP_ACK_CB).
-    Ack = 4,
-}
-
-impl TxStage {
-    /// All stages in path order.
-    pub const ALL: [TxStage; 5] = [
-        TxStage::Sendmsg,
-        TxStage::Sched,
-        TxStage::SndSw,
-        TxStage::SndHw,
-        TxStage::Ack,
-    ];
-
-    /// Stage from its wire value.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        Self::ALL.get(v as usize).copied()
-    }
-
-    /// Upper-case name used in summaries, the dissector and the docs.
-    pub fn name(self) -> &'static str {
-        match self {
-            TxStage::Sendmsg => "SENDMSG",
-            TxStage::Sched => "SCHED",
-            TxStage::SndSw => "SND_SW",
-            TxStage::SndHw => "SND_HW",
-            TxStage::Ack => "ACK",
-        }
+wire_enum! {
+    /// Stage of an skb's life in the kernel's TX path, one per BPF TX
+    /// timestamping callback (`BPF_SOCK_OPS_TSTAMP_*_CB`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum TxStage (table "TxStage") {
+        /// `tcp_sendmsg` tagged the skb (BPF_SOCK_OPS_TSTAMP_SENDMSG_CB).
+        Sendmsg = 0 => "SENDMSG",
+        /// Entered the qdisc / dev_queue_xmit (BPF_SOCK_OPS_TSTAMP_SCHED_CB).
+        Sched = 1 => "SCHED",
+        /// Driver handed it to the device, software stamp (TSTAMP_SND_SW_CB).
+        SndSw = 2 => "SND_SW",
+        /// NIC hardware TX stamp (TSTAMP_SND_HW_CB); `hw_ns` holds it.
+        SndHw = 3 => "SND_HW",
+        /// Peer acknowledged the last byte (TSTAMP_ACK_CB).
+        Ack = 4 => "ACK",
     }
 }
 
-/// Which clock an agent's global timestamps come from (datagram header).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ClockSource {
-    /// CLOCK_TAI of the agent's own host, mapped from CLOCK_MONOTONIC.
-    System = 0,
-    /// A PTP hardware clock disciplining the global clock.
-    Phc = 1,
-    /// The sink's clock through the kernel-stamped two-way exchange.
-    Sink = 2,
-}
-
-impl ClockSource {
-    /// Source from its wire value.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            0 => Some(ClockSource::System),
-            1 => Some(ClockSource::Phc),
-            2 => Some(ClockSource::Sink),
-            _ => None,
-        }
-    }
-
-    /// Lower-case name used on command lines and in pcapng descriptions.
-    pub fn name(self) -> &'static str {
-        match self {
-            ClockSource::System => "system",
-            ClockSource::Phc => "phc",
-            ClockSource::Sink => "sink",
-        }
+wire_enum! {
+    /// Which clock an agent's global timestamps come from (datagram
+    /// header). Names are lower-case, as on command lines and in pcapng
+    /// descriptions.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ClockSource (table "ClockSource") {
+        /// CLOCK_TAI of the agent's own host, mapped from CLOCK_MONOTONIC.
+        System = 0 => "system",
+        /// A PTP hardware clock disciplining the global clock.
+        Phc = 1 => "phc",
+        /// The sink's clock through the kernel-stamped two-way exchange.
+        Sink = 2 => "sink",
     }
 }
 
-/// Servo state of the agent's global clock (datagram header), as in phc2sys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ClockState {
-    /// No usable estimate yet.
-    Unlocked = 0,
-    /// The clock was just stepped.
-    Jump = 1,
-    /// Tracking.
-    Locked = 2,
-    /// Tracking with a small, steady offset.
-    LockedStable = 3,
-}
-
-impl ClockState {
-    /// State from its wire value.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            0 => Some(ClockState::Unlocked),
-            1 => Some(ClockState::Jump),
-            2 => Some(ClockState::Locked),
-            3 => Some(ClockState::LockedStable),
-            _ => None,
-        }
-    }
-
-    /// Upper-case name as phc2sys prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ClockState::Unlocked => "UNLOCKED",
-            ClockState::Jump => "JUMP",
-            ClockState::Locked => "LOCKED",
-            ClockState::LockedStable => "LOCKED_STABLE",
-        }
+wire_enum! {
+    /// Servo state of the agent's global clock (datagram header), named
+    /// as phc2sys prints it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ClockState (table "ClockState") {
+        /// No usable estimate yet.
+        Unlocked = 0 => "UNLOCKED",
+        /// The clock was just stepped.
+        Jump = 1 => "JUMP",
+        /// Tracking.
+        Locked = 2 => "LOCKED",
+        /// Tracking with a small, steady offset.
+        LockedStable = 3 => "LOCKED_STABLE",
     }
 }
 
@@ -170,53 +101,52 @@ pub struct Flow {
     pub dport: u16,
 }
 
-/// One BPF TX timestamping callback for one tagged skb.
-///
-/// The field order is the wire layout (bincode, fixed-int, little-endian):
-/// do not reorder; append new fields at the end only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Encode, Decode)]
-pub struct TxEvent {
-    /// Raw kernel stamp, `bpf_ktime_get_ns()` (CLOCK_MONOTONIC ns).
-    pub mono_ns: u64,
-    /// The same instant on the global time axis (TAI ns since the epoch).
-    pub global_ns: u64,
-    /// NIC hardware stamp (SND_HW only, raw PHC ns), else 0.
-    pub hw_ns: u64,
-    /// Socket cookie (`bpf_get_socket_cookie`), unique per socket per boot.
-    pub cookie: u64,
-    /// `skb_shinfo(skb)->tskey`: for TCP, sequence number of the skb's last byte.
-    pub tskey: u32,
-    /// TCP sequence number of the first byte of the skb when known
-    /// (SENDMSG, ACK), else 0. With `tskey` it gives the sequence range.
-    pub seq: u32,
-    /// Inode of the socket's network namespace.
-    pub netns: u32,
-    /// CPU the callback ran on.
-    pub cpu: u32,
-    /// Thread-group id of the sender (SENDMSG only, else 0).
-    pub pid: u32,
-    /// Thread id of the sender (SENDMSG only, else 0).
-    pub tid: u32,
-    /// [`TxStage`] as its wire value.
-    pub stage: u8,
-    /// 4 or 6.
-    pub family: u8,
-    /// Local port (host order).
-    pub sport: u16,
-    /// Remote port (host order).
-    pub dport: u16,
-    /// Local address: IPv4 in the first 4 bytes, or IPv6.
-    pub saddr: [u8; 16],
-    /// Remote address, same convention.
-    pub daddr: [u8; 16],
-    /// Sender's task name, NUL-padded (SENDMSG only).
-    pub comm: [u8; 16],
+wire_event! {
+    /// One BPF TX timestamping callback for one tagged skb.
+    ///
+    /// The field order is the wire layout (bincode, fixed-int, little-endian):
+    /// do not reorder; append new fields at the end only.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct TxEvent (kind EventKind::TX, name "TX", title "TX timestamp") {
+        /// Raw kernel stamp, `bpf_ktime_get_ns()` (CLOCK_MONOTONIC ns).
+        pub mono_ns: u64 => U64,
+        /// The same instant on the global time axis (TAI ns since the epoch).
+        pub global_ns: u64 => U64,
+        /// NIC hardware stamp (SND_HW only, raw PHC ns), else 0.
+        pub hw_ns: u64 => U64,
+        /// Socket cookie (`bpf_get_socket_cookie`), unique per socket per boot.
+        pub cookie: u64 => U64,
+        /// `skb_shinfo(skb)->tskey`: for TCP, sequence number of the skb's last byte.
+        pub tskey: u32 => U32,
+        /// TCP sequence number of the first byte of the skb when known
+        /// (SENDMSG, ACK), else 0. With `tskey` it gives the sequence range.
+        pub seq: u32 => U32,
+        /// Inode of the socket's network namespace.
+        pub netns: u32 => U32,
+        /// CPU the callback ran on.
+        pub cpu: u32 => U32,
+        /// Thread-group id of the sender (SENDMSG only, else 0).
+        pub pid: u32 => U32,
+        /// Thread id of the sender (SENDMSG only, else 0).
+        pub tid: u32 => U32,
+        /// [`TxStage`] as its wire value.
+        pub stage: u8 => U8 in TxStage::NAMES,
+        /// Address family, 4 or 6.
+        pub family: u8 => U8 in crate::layout::FAMILY,
+        /// Local port (host order).
+        pub sport: u16 => U16,
+        /// Remote port (host order).
+        pub dport: u16 => U16,
+        /// Local address: IPv4 in the first 4 bytes, or IPv6.
+        pub saddr: [u8; 16] => Addr,
+        /// Remote address, same convention.
+        pub daddr: [u8; 16] => Addr,
+        /// Sender's task name, NUL-padded (SENDMSG only).
+        pub comm: [u8; 16] => Comm,
+    }
 }
 
 impl TxEvent {
-    /// Encoded size of the version-1 body.
-    pub const BODY_LEN: usize = 110;
-
     /// Decoded stage; `None` for a value this build does not know.
     pub fn stage(&self) -> Option<TxStage> {
         TxStage::from_u8(self.stage)
@@ -277,42 +207,6 @@ impl TxEvent {
         }
         s
     }
-
-    /// Decode a body; trailing bytes (fields of a newer version) are ignored.
-    pub fn decode_body(body: &[u8]) -> Result<Self, DecodeError> {
-        if body.len() < Self::BODY_LEN {
-            return Err(DecodeError::BodyTooShort {
-                kind: EventKind::TX,
-                len: body.len(),
-                need: Self::BODY_LEN,
-            });
-        }
-        let (ev, _): (TxEvent, usize) =
-            bincode::decode_from_slice(&body[..Self::BODY_LEN], crate::bincode_config())?;
-        if ev.stage().is_none() {
-            return Err(DecodeError::BadField {
-                kind: EventKind::TX,
-                field: "stage",
-            });
-        }
-        if ev.family != 4 && ev.family != 6 {
-            return Err(DecodeError::BadField {
-                kind: EventKind::TX,
-                field: "family",
-            });
-        }
-        Ok(ev)
-    }
-
-    /// Append the encoded body to `out`.
-    pub fn encode_body(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.resize(start + Self::BODY_LEN, 0);
-        // A fixed-size struct into a buffer of exactly its size cannot fail.
-        let n = bincode::encode_into_slice(self, &mut out[start..], crate::bincode_config())
-            .expect("TxEvent encodes into BODY_LEN bytes");
-        debug_assert_eq!(n, Self::BODY_LEN);
-    }
 }
 
 impl Default for TxEvent {
@@ -339,74 +233,37 @@ impl Default for TxEvent {
     }
 }
 
-/// One update of an agent's global clock: the raw sample and what the
-/// servo made of it, so a reader can judge (and post-correct) each host's
-/// time. Field order is the wire layout; append only.
-#[derive(Debug, Clone, Copy, PartialEq, Encode, Decode)]
-pub struct ClockEvent {
-    /// Monotonic instant of the sample (raw kernel clock), ns.
-    pub mono_ns: u64,
-    /// The global clock at `mono_ns`, after this update, ns (TAI).
-    pub global_ns: u64,
-    /// The reference clock's reading at `mono_ns` (raw sample), ns.
-    pub ref_ns: u64,
-    /// `global - reference` at `mono_ns`, before this update, ns.
-    pub offset_ns: i64,
-    /// Frequency correction in force after this update, ppb.
-    pub freq_ppb: f64,
-    /// Sample delay: read delay of the reference, or the exchange's
-    /// round-trip path delay, ns.
-    pub delay_ns: u64,
-    /// Uncertainty of the sample (half its bracket), ns.
-    pub uncertainty_ns: u64,
-    /// The clock's error estimate after this update, ns.
-    pub error_estimate_ns: u64,
-    /// [`ClockSource`] as its wire value.
-    pub source: u8,
-    /// [`ClockState`] (servo state) after this update, as its wire value.
-    pub state: u8,
+wire_event! {
+    /// One update of an agent's global clock: the raw sample and what the
+    /// servo made of it, so a reader can judge (and post-correct) each host's
+    /// time. Field order is the wire layout; append only.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct ClockEvent (kind EventKind::CLOCK, name "CLOCK", title "clock update") {
+        /// Monotonic instant of the sample (raw kernel clock), ns.
+        pub mono_ns: u64 => U64,
+        /// The global clock at `mono_ns`, after this update, ns (TAI).
+        pub global_ns: u64 => U64,
+        /// The reference clock's reading at `mono_ns` (raw sample), ns.
+        pub ref_ns: u64 => U64,
+        /// `global - reference` at `mono_ns`, before this update, ns.
+        pub offset_ns: i64 => I64,
+        /// Frequency correction in force after this update, ppb.
+        pub freq_ppb: f64 => F64,
+        /// Sample delay: read delay of the reference, or the exchange's
+        /// round-trip path delay, ns.
+        pub delay_ns: u64 => U64,
+        /// Uncertainty of the sample (half its bracket), ns.
+        pub uncertainty_ns: u64 => U64,
+        /// The clock's error estimate after this update, ns.
+        pub error_estimate_ns: u64 => U64,
+        /// [`ClockSource`] as its wire value.
+        pub source: u8 => U8 in ClockSource::NAMES,
+        /// [`ClockState`] (servo state) after this update, as its wire value.
+        pub state: u8 => U8 in ClockState::NAMES,
+    }
 }
 
 impl ClockEvent {
-    /// Encoded size of the version-1 body.
-    pub const BODY_LEN: usize = 66;
-
-    /// Decode a body; trailing bytes of a newer version are ignored.
-    pub fn decode_body(body: &[u8]) -> Result<Self, DecodeError> {
-        if body.len() < Self::BODY_LEN {
-            return Err(DecodeError::BodyTooShort {
-                kind: EventKind::CLOCK,
-                len: body.len(),
-                need: Self::BODY_LEN,
-            });
-        }
-        let (ev, _): (ClockEvent, usize) =
-            bincode::decode_from_slice(&body[..Self::BODY_LEN], crate::bincode_config())?;
-        if ClockSource::from_u8(ev.source).is_none() {
-            return Err(DecodeError::BadField {
-                kind: EventKind::CLOCK,
-                field: "source",
-            });
-        }
-        if ClockState::from_u8(ev.state).is_none() {
-            return Err(DecodeError::BadField {
-                kind: EventKind::CLOCK,
-                field: "state",
-            });
-        }
-        Ok(ev)
-    }
-
-    /// Append the encoded body to `out`.
-    pub fn encode_body(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.resize(start + Self::BODY_LEN, 0);
-        // A fixed-size struct into a buffer of exactly its size cannot fail.
-        let n = bincode::encode_into_slice(self, &mut out[start..], crate::bincode_config())
-            .expect("ClockEvent encodes into BODY_LEN bytes");
-        debug_assert_eq!(n, Self::BODY_LEN);
-    }
-
     /// One-line summary, phc2sys style.
     pub fn summary(&self) -> String {
         format!(
@@ -477,9 +334,13 @@ mod tests {
         assert_eq!(out.len(), TxEvent::BODY_LEN);
     }
 
+    /// Bytes of field `name` of an encoded body, located by the layout table.
+    fn at<'a>(layout: &crate::layout::EventLayout, b: &'a [u8], name: &str) -> &'a [u8] {
+        &b[layout.field(name).expect("described").range()]
+    }
+
     #[test]
-    fn field_offsets_are_the_documented_ones() {
-        // docs/wire-format.md and the Lua dissector read these offsets.
+    fn fields_sit_where_the_layout_says() {
         let ev = TxEvent {
             mono_ns: 0x0102030405060708,
             global_ns: 0x1112131415161718,
@@ -495,16 +356,17 @@ mod tests {
         };
         let mut b = Vec::new();
         ev.encode_body(&mut b);
-        assert_eq!(&b[0..8], &0x0102030405060708u64.to_le_bytes());
-        assert_eq!(&b[8..16], &0x1112131415161718u64.to_le_bytes());
-        assert_eq!(&b[24..32], &0xAABBu64.to_le_bytes());
-        assert_eq!(&b[32..36], &0xDEADBEEFu32.to_le_bytes());
-        assert_eq!(&b[40..44], &0x4030201u32.to_le_bytes());
-        assert_eq!(b[56], 4);
-        assert_eq!(b[57], 6);
-        assert_eq!(&b[58..60], &0x1234u16.to_le_bytes());
-        assert_eq!(&b[60..62], &0x5678u16.to_le_bytes());
-        assert_eq!(&b[94..100], b"iperf3");
+        let l = &TxEvent::LAYOUT;
+        assert_eq!(at(l, &b, "mono_ns"), &0x0102030405060708u64.to_le_bytes());
+        assert_eq!(at(l, &b, "global_ns"), &0x1112131415161718u64.to_le_bytes());
+        assert_eq!(at(l, &b, "cookie"), &0xAABBu64.to_le_bytes());
+        assert_eq!(at(l, &b, "tskey"), &0xDEADBEEFu32.to_le_bytes());
+        assert_eq!(at(l, &b, "netns"), &0x4030201u32.to_le_bytes());
+        assert_eq!(at(l, &b, "stage"), &[4]);
+        assert_eq!(at(l, &b, "family"), &[6]);
+        assert_eq!(at(l, &b, "sport"), &0x1234u16.to_le_bytes());
+        assert_eq!(at(l, &b, "dport"), &0x5678u16.to_le_bytes());
+        assert_eq!(&at(l, &b, "comm")[..6], b"iperf3");
     }
 
     #[test]
@@ -524,11 +386,16 @@ mod tests {
         let mut b = Vec::new();
         ev.encode_body(&mut b);
         assert_eq!(b.len(), ClockEvent::BODY_LEN);
-        assert_eq!(&b[24..32], &(-4i64).to_le_bytes());
-        assert_eq!(&b[32..40], &12.5f64.to_le_bytes());
-        assert_eq!((b[64], b[65]), (2, 3));
+        let l = &ClockEvent::LAYOUT;
+        assert_eq!(at(l, &b, "offset_ns"), &(-4i64).to_le_bytes());
+        assert_eq!(at(l, &b, "freq_ppb"), &12.5f64.to_le_bytes());
+        assert_eq!(
+            (at(l, &b, "source"), at(l, &b, "state")),
+            (&[2u8][..], &[3u8][..])
+        );
         assert_eq!(ClockEvent::decode_body(&b).unwrap(), ev);
-        b[65] = 9;
+        let state = l.field("state").expect("described").offset;
+        b[state] = 9;
         assert!(ClockEvent::decode_body(&b).is_err());
     }
 

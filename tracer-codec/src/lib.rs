@@ -3,19 +3,25 @@
 //! The codec is pure (bytes in, events out): no I/O, no clocks, no allocation
 //! on the decode path beyond what the caller asks for. `docs/wire-format.md`
 //! is the human-readable contract; the constants and layouts here are its
-//! source of truth, and the Lua dissector mirrors them.
+//! source of truth: [`layout`] describes every layout as data, and the Lua
+//! dissector's tables and the docs' field tables are rendered from it.
+
+#[macro_use]
+mod macros;
 
 pub mod capture;
 pub mod error;
 pub mod event;
+pub mod layout;
 pub mod wire;
 
 pub use capture::{CaptureRecord, CAPTURE_VERSION};
-pub use error::DecodeError;
+pub use error::{DecodeError, HostnameError};
 pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
 pub use wire::{
-    Datagram, DatagramBuilder, DatagramHeader, RawRecord, HEADER_FIXED_LEN, MAGIC,
-    MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN, RECORD_HEADER_LEN, WIRE_VERSION,
+    Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView, RawRecord,
+    RecordIter, RecordView, HEADER_FIXED_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN,
+    RECORD_HEADER_LEN, WIRE_VERSION,
 };
 
 /// The bincode configuration of every body on the wire: fixed-width

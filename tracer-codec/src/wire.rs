@@ -9,9 +9,14 @@
 //! record   = kind u16 | len u16 | body [len]        (body: bincode fixint LE)
 //! ```
 //! All integers little-endian. `header_len` lets a later version append
-//! header fields; `len` lets a decoder skip kinds it does not know.
+//! header fields; `len` lets a decoder skip kinds it does not know. The
+//! offsets are described as data in [`crate::layout`].
+//!
+//! Two readers with one set of rules: [`DatagramView::parse`] validates a
+//! datagram in place without allocating (the sink's receive path), and
+//! [`Datagram::decode`] builds owned events on top of it.
 
-use crate::error::DecodeError;
+use crate::error::{DecodeError, HostnameError};
 use crate::event::{ClockEvent, Event, EventKind, TxEvent};
 
 /// First four bytes of every datagram.
@@ -79,6 +84,73 @@ impl DatagramHeader {
 
     /// Decode and validate a header; returns it and the offset of the first record.
     pub fn decode(buf: &[u8]) -> Result<(Self, usize), DecodeError> {
+        DatagramHeaderRef::parse(buf).map(|(h, off)| (h.to_header(), off))
+    }
+
+    /// The header borrowed, as [`DatagramView`] yields it.
+    pub fn borrowed(&self) -> DatagramHeaderRef<'_> {
+        DatagramHeaderRef {
+            version: self.version,
+            agent_id: self.agent_id,
+            boot_id: self.boot_id,
+            seq: self.seq,
+            lost_events: self.lost_events,
+            first_event_seq: self.first_event_seq,
+            clock_source: self.clock_source,
+            clock_state: self.clock_state,
+            event_count: self.event_count,
+            hostname: &self.hostname,
+        }
+    }
+}
+
+/// The datagram header, read in place: the same fields as
+/// [`DatagramHeader`] with the hostname borrowed from the datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramHeaderRef<'a> {
+    /// Wire version of the datagram.
+    pub version: u16,
+    /// Random id chosen at agent start (or set by `--agent-id`).
+    pub agent_id: u64,
+    /// The agent host's boot id.
+    pub boot_id: [u8; 16],
+    /// Per-agent datagram sequence number.
+    pub seq: u64,
+    /// Cumulative events the agent lost before sending.
+    pub lost_events: u64,
+    /// Per-agent sequence number of this datagram's first event.
+    pub first_event_seq: u64,
+    /// [`crate::ClockSource`] as its wire value.
+    pub clock_source: u8,
+    /// [`crate::ClockState`] as its wire value.
+    pub clock_state: u8,
+    /// Number of records that follow.
+    pub event_count: u16,
+    /// The agent's hostname.
+    pub hostname: &'a str,
+}
+
+impl<'a> DatagramHeaderRef<'a> {
+    /// An owned copy.
+    pub fn to_header(&self) -> DatagramHeader {
+        DatagramHeader {
+            version: self.version,
+            agent_id: self.agent_id,
+            boot_id: self.boot_id,
+            seq: self.seq,
+            lost_events: self.lost_events,
+            first_event_seq: self.first_event_seq,
+            clock_source: self.clock_source,
+            clock_state: self.clock_state,
+            event_count: self.event_count,
+            hostname: self.hostname.to_owned(),
+        }
+    }
+
+    /// Validate a header in place; returns it and the offset of the first
+    /// record. Offsets are those of [`crate::layout::DATAGRAM_HEADER`]
+    /// (a test holds them together).
+    pub fn parse(buf: &'a [u8]) -> Result<(Self, usize), DecodeError> {
         if buf.len() > MAX_DATAGRAM_LEN {
             return Err(DecodeError::TooLarge {
                 len: buf.len(),
@@ -117,15 +189,17 @@ impl DatagramHeader {
             });
         }
         if host_len > MAX_HOSTNAME_LEN {
-            return Err(DecodeError::BadHostname("longer than 64 bytes"));
+            return Err(DecodeError::BadHostname(HostnameError::TooLong {
+                len: host_len,
+                max: MAX_HOSTNAME_LEN,
+            }));
         }
         let hostname = std::str::from_utf8(&buf[61..61 + host_len])
-            .map_err(|_| DecodeError::BadHostname("not UTF-8"))?
-            .to_owned();
+            .map_err(|_| DecodeError::BadHostname(HostnameError::NotUtf8))?;
         let mut boot_id = [0u8; 16];
         boot_id.copy_from_slice(&buf[16..32]);
         Ok((
-            DatagramHeader {
+            DatagramHeaderRef {
                 version,
                 agent_id: u64_at(8),
                 boot_id,
@@ -165,39 +239,171 @@ impl RawRecord<'_> {
             }),
         }
     }
+
+    /// Validate the body of a known kind (unknown kinds pass) and return
+    /// its global timestamp, if the kind has one. Allocates nothing.
+    #[inline]
+    pub fn check(&self) -> Result<Option<u64>, DecodeError> {
+        match EventKind::from_u16(self.kind) {
+            EventKind::Tx => TxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
+            EventKind::Clock => ClockEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
+            EventKind::Unknown(_) => Ok(None),
+        }
+    }
+
+    /// Global timestamp of a valid known body; `None` for unknown kinds
+    /// (and for bodies [`check`](Self::check) rejects).
+    pub fn global_ns(&self) -> Option<u64> {
+        self.check().ok().flatten()
+    }
 }
 
-/// Split `buf` into records, validating framing only.
-pub fn split_records(buf: &[u8]) -> Result<Vec<RawRecord<'_>>, DecodeError> {
-    let mut out = Vec::new();
-    let mut off = 0;
-    while off < buf.len() {
+/// One record of a validated datagram ([`DatagramView::records`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// The framed record: kind, body and whole bytes.
+    pub raw: RawRecord<'a>,
+    /// Its global timestamp when the kind has one.
+    pub global_ns: Option<u64>,
+}
+
+/// Offset of `global_ns` in the bodies of the kinds that have one.
+const TX_GLOBAL_NS: usize = crate::layout::field_offset(TxEvent::LAYOUT.fields, "global_ns");
+const CLOCK_GLOBAL_NS: usize = crate::layout::field_offset(ClockEvent::LAYOUT.fields, "global_ns");
+
+/// `global_ns` of a body already validated for its kind, read in place.
+fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
+    let at = match EventKind::from_u16(kind) {
+        EventKind::Tx => TX_GLOBAL_NS,
+        EventKind::Clock => CLOCK_GLOBAL_NS,
+        EventKind::Unknown(_) => return None,
+    };
+    body.get(at..at + 8)
+        .map(<u64 as crate::layout::WireValue>::read)
+}
+
+/// Walks the records of a datagram's payload, checking framing only. It
+/// yields one `Err` (a truncated record) and then stops.
+#[derive(Debug, Clone)]
+pub struct RecordIter<'a> {
+    buf: &'a [u8],
+    off: usize,
+    index: usize,
+    failed: bool,
+}
+
+impl<'a> RecordIter<'a> {
+    /// Records of `buf` (everything after the header).
+    pub fn new(buf: &'a [u8]) -> Self {
+        RecordIter {
+            buf,
+            off: 0,
+            index: 0,
+            failed: false,
+        }
+    }
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<RawRecord<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.off >= self.buf.len() {
+            return None;
+        }
+        let (buf, off) = (self.buf, self.off);
         let have = buf.len() - off;
         if have < RECORD_HEADER_LEN {
-            return Err(DecodeError::TruncatedRecord {
-                index: out.len(),
+            self.failed = true;
+            return Some(Err(DecodeError::TruncatedRecord {
+                index: self.index,
                 need: RECORD_HEADER_LEN,
                 have,
-            });
+            }));
         }
         let kind = u16::from_le_bytes([buf[off], buf[off + 1]]);
         let len = u16::from_le_bytes([buf[off + 2], buf[off + 3]]) as usize;
         let need = RECORD_HEADER_LEN + len;
         if have < need {
-            return Err(DecodeError::TruncatedRecord {
-                index: out.len(),
+            self.failed = true;
+            return Some(Err(DecodeError::TruncatedRecord {
+                index: self.index,
                 need,
                 have,
-            });
+            }));
         }
-        out.push(RawRecord {
+        self.off += need;
+        self.index += 1;
+        Some(Ok(RawRecord {
             kind,
             body: &buf[off + RECORD_HEADER_LEN..off + need],
             bytes: &buf[off..off + need],
-        });
-        off += need;
+        }))
+    }
+}
+
+/// Split `buf` into records, validating framing only.
+pub fn split_records(buf: &[u8]) -> Result<Vec<RawRecord<'_>>, DecodeError> {
+    let mut out = Vec::new();
+    for r in RecordIter::new(buf) {
+        out.push(r?);
     }
     Ok(out)
+}
+
+/// A validated datagram, read in place: [`parse`](Self::parse) checks
+/// everything [`Datagram::decode`] checks (same errors for the same bytes)
+/// without allocating, and [`records`](Self::records) walks the records.
+#[derive(Debug, Clone, Copy)]
+pub struct DatagramView<'a> {
+    header: DatagramHeaderRef<'a>,
+    records: &'a [u8],
+}
+
+impl<'a> DatagramView<'a> {
+    /// Validate a whole datagram: header, framing, event count, every known
+    /// body. Either all of it is good or it is rejected, so a receiver never
+    /// half-writes a datagram. Errors come in this order: the header, a
+    /// truncated record, the event count, the first bad body.
+    pub fn parse(buf: &'a [u8]) -> Result<Self, DecodeError> {
+        let (header, off) = DatagramHeaderRef::parse(buf)?;
+        let records = &buf[off..];
+        let mut found = 0usize;
+        let mut first_bad = None;
+        for r in RecordIter::new(records) {
+            let r = r?;
+            if first_bad.is_none() {
+                first_bad = r.check().err();
+            }
+            found += 1;
+        }
+        if found != header.event_count as usize {
+            return Err(DecodeError::EventCountMismatch {
+                expected: header.event_count as usize,
+                found,
+            });
+        }
+        match first_bad {
+            Some(e) => Err(e),
+            None => Ok(DatagramView { header, records }),
+        }
+    }
+
+    /// The header.
+    pub fn header(&self) -> &DatagramHeaderRef<'a> {
+        &self.header
+    }
+
+    /// The records in order (all framed and valid: [`parse`](Self::parse)
+    /// checked them), each with its global timestamp read in place.
+    pub fn records(&self) -> impl Iterator<Item = RecordView<'a>> + 'a {
+        RecordIter::new(self.records)
+            .map_while(Result::ok)
+            .map(|raw| RecordView {
+                raw,
+                global_ns: validated_global_ns(raw.kind, raw.body),
+            })
+    }
 }
 
 /// A validated datagram: its header, its records and their decoded events.
@@ -214,20 +420,15 @@ impl<'a> Datagram<'a> {
     /// body. Either all of it is good or it is rejected, so a receiver never
     /// half-writes a datagram.
     pub fn decode(buf: &'a [u8]) -> Result<Self, DecodeError> {
-        let (header, off) = DatagramHeader::decode(buf)?;
-        let raw = split_records(&buf[off..])?;
-        if raw.len() != header.event_count as usize {
-            return Err(DecodeError::EventCountMismatch {
-                expected: header.event_count as usize,
-                found: raw.len(),
-            });
-        }
-        let mut records = Vec::with_capacity(raw.len());
-        for r in raw {
-            let ev = r.decode()?;
-            records.push((r, ev));
-        }
-        Ok(Datagram { header, records })
+        let view = DatagramView::parse(buf)?;
+        let records = view
+            .records()
+            .map(|r| r.raw.decode().map(|ev| (r.raw, ev)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Datagram {
+            header: view.header().to_header(),
+            records,
+        })
     }
 }
 

@@ -51,7 +51,55 @@ fn header(host: &str, seq: u64) -> DatagramHeader {
     }
 }
 
+/// What `Datagram::decode` makes of `bytes`, as `DatagramView` sees it.
+fn both_agree(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let owned = Datagram::decode(bytes);
+    let view = DatagramView::parse(bytes);
+    match (&owned, &view) {
+        (Ok(d), Ok(v)) => {
+            prop_assert_eq!(&d.header, &v.header().to_header());
+            let recs: Vec<RecordView> = v.records().collect();
+            prop_assert_eq!(recs.len(), d.records.len());
+            for (r, (raw, ev)) in recs.iter().zip(&d.records) {
+                prop_assert_eq!(&r.raw, raw);
+                prop_assert_eq!(r.global_ns, ev.global_ns());
+                prop_assert_eq!(r.raw.global_ns(), ev.global_ns());
+            }
+        }
+        (Err(a), Err(b)) => prop_assert_eq!(a, b),
+        _ => prop_assert!(
+            false,
+            "decode {:?} vs view {:?}",
+            owned.is_ok(),
+            view.is_ok()
+        ),
+    }
+    Ok(())
+}
+
 proptest! {
+    #[test]
+    fn view_and_owned_decode_agree(events in prop::collection::vec(arb_tx(), 0..12),
+                                   flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+                                   cut in 0usize..40, unknown in any::<bool>()) {
+        let mut b = DatagramBuilder::new("h", 1472);
+        for e in &events {
+            b.push_tx(e);
+        }
+        if unknown {
+            b.push_raw(4242, &[0u8; 7]);
+        }
+        let mut bytes = b.finish(&header("h", 1));
+        both_agree(&bytes)?;
+        for (i, v) in &flips {
+            let at = i.index(bytes.len());
+            bytes[at] = *v;
+        }
+        both_agree(&bytes)?;
+        let keep = bytes.len().saturating_sub(cut);
+        both_agree(&bytes[..keep])?;
+    }
+
     #[test]
     fn datagram_round_trip(events in prop::collection::vec(arb_tx(), 0..40),
                            host in "[a-z0-9.-]{0,80}", seq in any::<u64>(),

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tracer_codec::DatagramHeader;
+use tracer_codec::DatagramHeaderRef;
 
 /// Identity of one agent process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -228,8 +228,9 @@ pub struct AgentTable {
 }
 
 impl AgentTable {
-    /// Account a validated datagram header.
-    pub fn observe(&mut self, h: &DatagramHeader) -> Observation {
+    /// Account a validated datagram header (read in place, no allocation
+    /// unless the agent or its host name is new).
+    pub fn observe(&mut self, h: &DatagramHeaderRef<'_>) -> Observation {
         let key = AgentKey {
             agent_id: h.agent_id,
             boot_id: h.boot_id,
@@ -245,7 +246,7 @@ impl AgentTable {
                 self.agents.push(AgentState {
                     key,
                     index: i,
-                    host: h.hostname.clone(),
+                    host: h.hostname.to_owned(),
                     clock_source: h.clock_source,
                     clock_state: h.clock_state,
                     seq: SeqTracker::default(),
@@ -279,7 +280,8 @@ impl AgentTable {
                 a.clock_source = h.clock_source;
                 a.clock_state = h.clock_state;
                 if a.host != h.hostname {
-                    a.host.clone_from(&h.hostname);
+                    a.host.clear();
+                    a.host.push_str(h.hostname);
                 }
             }
         }
@@ -356,6 +358,7 @@ mod tests {
 
     #[test]
     fn table_keeps_max_agent_loss_and_counts_duplicates() {
+        use tracer_codec::DatagramHeader;
         let mut tab = AgentTable::default();
         let mut h = DatagramHeader {
             version: 1,
@@ -370,20 +373,20 @@ mod tests {
             hostname: "a".into(),
         };
         assert_eq!(
-            tab.observe(&h),
+            tab.observe(&h.borrowed()),
             Observation::Accept {
                 index: 0,
                 is_new: true
             }
         );
-        assert_eq!(tab.observe(&h), Observation::Reject("duplicate"));
+        assert_eq!(tab.observe(&h.borrowed()), Observation::Reject("duplicate"));
         h.seq = 1;
         h.first_event_seq = 3;
         h.lost_events = 2; // smaller: a reordered older value
-        tab.observe(&h);
+        tab.observe(&h.borrowed());
         h.boot_id = [2; 16];
         assert_eq!(
-            tab.observe(&h),
+            tab.observe(&h.borrowed()),
             Observation::Accept {
                 index: 1,
                 is_new: true

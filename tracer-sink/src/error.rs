@@ -1,4 +1,6 @@
-//! Errors of the sink library.
+//! Errors of the sink library. A variant's source error is reached through
+//! `source()` only, never repeated in its message: print the chain once
+//! (`{:#}` of anyhow, or walk `source()`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     /// The UDP socket could not be bound.
-    #[error("cannot bind {addr}: {source}")]
+    #[error("cannot bind {addr}")]
     Bind {
         /// Address asked for.
         addr: SocketAddr,
@@ -16,7 +18,7 @@ pub enum SinkError {
         source: std::io::Error,
     },
     /// The output directory could not be created.
-    #[error("cannot create output directory {path}: {source}")]
+    #[error("cannot create output directory {path}")]
     OutputDir {
         /// Directory asked for.
         path: PathBuf,
@@ -25,7 +27,7 @@ pub enum SinkError {
         source: std::io::Error,
     },
     /// Any other I/O failure; `what` says what the sink was doing.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         /// What failed, with the path or address involved.
         what: String,

@@ -6,7 +6,7 @@
 //! `127.0.0.1:0`. Data path:
 //!
 //! ```text
-//! UDP socket -> receive task (tokio): recvmmsg, Datagram::decode,
+//! UDP socket -> receive task (tokio): recvmmsg, DatagramView::parse,
 //!               per-agent sequence
 //!            -> batches over a bounded channel (recycled through a pool)
 //!            -> writer thread: reorder buffer (time buckets) -> pcapng

@@ -483,12 +483,12 @@ impl TraceFile {
             // Only a bug can make encoding into memory fail; the file stays
             // valid without this ISB, so log and go on.
             if let Err(e) = self.w.write_pcapng_block(block) {
-                tracing::error!(file = %self.path.display(), error = %e, "cannot encode interface statistics");
+                tracing::error!(file = %self.path.display(), error = &e as &dyn std::error::Error, "cannot encode interface statistics");
             }
         }
         let n = self.commit()?;
         if let Err(e) = self.file.sync_all() {
-            tracing::warn!(file = %self.path.display(), error = %e, "fsync failed; the file may be incomplete after a crash");
+            tracing::warn!(file = %self.path.display(), error = &e as &dyn std::error::Error, "fsync failed; the file may be incomplete after a crash");
         }
         Ok(n)
     }

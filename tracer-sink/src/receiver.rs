@@ -2,7 +2,8 @@
 //! and hands accepted events to the writer in batches.
 //!
 //! It never panics on network input: every datagram goes through
-//! `Datagram::decode`, and a rejected one only bumps a counter.
+//! `DatagramView::parse` (validated whole, read in place, nothing
+//! allocated), and a rejected one only bumps a counter.
 
 use std::future::Future;
 use std::io::ErrorKind;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use clocksync::exchange::sockaddr_to_std;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::Sender;
-use tracer_codec::Datagram;
+use tracer_codec::DatagramView;
 
 use crate::agents::Observation;
 use crate::batch::{AgentInfo, Batch, BatchPool, EventMeta, ToWriter};
@@ -192,7 +193,7 @@ fn handle_datagram(
     now_ns: u64,
 ) {
     st.rx.datagrams_received += 1;
-    let d = match Datagram::decode(bytes) {
+    let d = match DatagramView::parse(bytes) {
         Ok(d) => d,
         Err(e) => {
             tracing::debug!(%src, reason = e.reason(), error = %e, "rejected datagram");
@@ -200,7 +201,7 @@ fn handle_datagram(
             return;
         }
     };
-    let h = &d.header;
+    let h = d.header();
     let index = match st.agents.observe(h) {
         Observation::Reject(reason) => {
             tracing::debug!(%src, reason, seq = h.seq, agent_id = h.agent_id, "rejected datagram");
@@ -213,7 +214,7 @@ fn handle_datagram(
                 new_agents.push(AgentInfo {
                     index,
                     agent_id: h.agent_id,
-                    host: h.hostname.clone(),
+                    host: h.hostname.to_owned(),
                     clock_source: h.clock_source,
                 });
             }
@@ -221,12 +222,15 @@ fn handle_datagram(
         }
     };
     st.rx.datagrams_accepted += 1;
-    st.rx.events_accepted += d.records.len() as u64;
+    st.rx.events_accepted += u64::from(h.event_count);
     if batch.events.is_empty() {
         batch.arrived = Instant::now();
     }
-    for (k, (raw, ev)) in d.records.iter().enumerate() {
-        let ts_ns = ev.global_ns().unwrap_or(now_ns);
+    for (k, rec) in d.records().enumerate() {
+        // Unknown kinds carry no time the sink can read: stamp them on
+        // arrival.
+        let ts_ns = rec.global_ns.unwrap_or(now_ns);
+        let raw = rec.raw;
         let start = batch.data.len() as u32;
         batch.data.extend_from_slice(raw.bytes);
         batch.max_ts = batch.max_ts.max(ts_ns);

@@ -121,7 +121,10 @@ impl Writer {
         match file.add_interface(info) {
             Ok(id) => Some(id),
             Err(e) => {
-                tracing::error!(error = %e, "cannot describe agent interface");
+                tracing::error!(
+                    error = &e as &dyn std::error::Error,
+                    "cannot describe agent interface"
+                );
                 None
             }
         }
@@ -227,7 +230,7 @@ impl Writer {
             },
         );
         if let Err(e) = written {
-            tracing::error!(error = %e, "cannot encode event");
+            tracing::error!(error = &e as &dyn std::error::Error, "cannot encode event");
             self.counters.sink_write_lost += 1;
             return;
         }
@@ -285,7 +288,7 @@ impl Writer {
         self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
         tracing::error!(
             file = %path,
-            error = %fail.error,
+            error = &fail.error as &dyn std::error::Error,
             lost_events = fail.lost_events,
             "write failed; the file was cut back to its last complete block and closed. \
              Free space on the output file system (or fix its permissions); the sink keeps \
@@ -325,7 +328,7 @@ impl Writer {
                 self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
                 tracing::error!(
                     dir = %self.cfg.output_dir.display(),
-                    error = %e,
+                    error = &e as &dyn std::error::Error,
                     "cannot open a trace file; check that the --output directory is writable and \
                      its file system has space. Events are counted as sink_write_lost until a file \
                      opens; retrying every {:?}",
@@ -385,7 +388,7 @@ impl Writer {
                 self.closed_bytes += before;
                 self.counters.sink_write_lost += fail.lost_events;
                 self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
-                tracing::error!(file = %path, error = %fail.error, lost_events = fail.lost_events,
+                tracing::error!(file = %path, error = &fail.error as &dyn std::error::Error, lost_events = fail.lost_events,
                     "could not finish the trace file; it was cut back to its last complete block. \
                      Free space on the output file system");
             }

@@ -1,0 +1,176 @@
+//! Declarative macros that declare a wire type and its layout table in one
+//! place, so the Rust type, its decoder and the description the dissector
+//! and the docs are generated from cannot drift apart.
+
+/// Declares a `#[repr(u8)]` wire enum together with its [`NameTable`]
+/// (`NAMES`), `ALL`, `from_u8` and `name`.
+///
+/// [`NameTable`]: crate::layout::NameTable
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident (table $table:literal) {
+            $(
+                $(#[doc = $doc:literal])*
+                $var:ident = $val:literal => $text:literal
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(u8)]
+        pub enum $name {
+            $(
+                $(#[doc = $doc])*
+                $var = $val,
+            )*
+        }
+
+        impl $name {
+            /// Every value, in wire order.
+            pub const ALL: [$name; [$($val),*].len()] = [$($name::$var),*];
+
+            /// Wire values and their names (the dissector's and docs' table).
+            pub const NAMES: $crate::layout::NameTable = $crate::layout::NameTable {
+                name: $table,
+                entries: &[$(($val, $text)),*],
+            };
+
+            /// The value from its wire number; `None` outside the domain.
+            #[inline]
+            pub fn from_u8(v: u8) -> Option<Self> {
+                match v {
+                    $($val => Some($name::$var),)*
+                    _ => None,
+                }
+            }
+
+            /// Its name in summaries, the dissector and the docs.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$var => $text,)*
+                }
+            }
+        }
+    };
+}
+
+/// Declares an event body struct together with its [`EventLayout`]
+/// (`LAYOUT`), `BODY_LEN` (the sum of its field sizes) and a decoder
+/// (`decode_body`) that reads every field at its table offset and checks
+/// every enum field against its name table. Fields are laid out in order
+/// without padding, as bincode's fixed-int encoding writes them (a test
+/// compares the table with bincode's real output).
+///
+/// Each field is `pub name: RustType => FieldType [in NAME_TABLE]`.
+///
+/// [`EventLayout`]: crate::layout::EventLayout
+macro_rules! wire_event {
+    (@names) => { None };
+    (@names $t:expr) => { Some(&$t) };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident (kind $kind:expr, name $kname:literal, title $title:literal) {
+            $(
+                $(#[doc = $doc:literal])*
+                pub $field:ident : $ty:ty => $fty:ident $(in $names:expr)?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(::bincode::Encode, ::bincode::Decode)]
+        pub struct $name {
+            $(
+                $(#[doc = $doc])*
+                pub $field: $ty,
+            )*
+        }
+
+        impl $name {
+            const FIELDS: &'static [$crate::layout::Field] = &$crate::layout::place([
+                $(
+                    $crate::layout::Field::new(
+                        stringify!($field),
+                        $crate::layout::FieldType::$fty,
+                        <$ty as $crate::layout::WireValue>::SIZE,
+                        wire_event!(@names $($names)?),
+                        concat!($($doc),*),
+                    )
+                ),*
+            ]);
+
+            /// Encoded size of the version-1 body (the sum of its fields).
+            pub const BODY_LEN: usize = $crate::layout::fields_len(Self::FIELDS);
+
+            /// Machine-readable layout of the version-1 body.
+            pub const LAYOUT: $crate::layout::EventLayout = $crate::layout::EventLayout {
+                kind: $kind,
+                name: $kname,
+                title: $title,
+                body_len: Self::BODY_LEN,
+                fields: Self::FIELDS,
+            };
+
+            /// Decode a body at the table's offsets; trailing bytes (fields
+            /// of a newer version) are ignored. An enum field outside its
+            /// name table is a [`BadField`](crate::DecodeError::BadField).
+            #[inline]
+            pub fn decode_body(body: &[u8]) -> Result<Self, $crate::DecodeError> {
+                let Some(b) = body.first_chunk::<{ Self::BODY_LEN }>() else {
+                    return Err($crate::DecodeError::BodyTooShort {
+                        kind: $kind,
+                        len: body.len(),
+                        need: Self::BODY_LEN,
+                    });
+                };
+                let mut off = 0usize;
+                let ev = $name {
+                    $(
+                        $field: {
+                            let size = <$ty as $crate::layout::WireValue>::SIZE;
+                            let v = <$ty as $crate::layout::WireValue>::read(&b[off..off + size]);
+                            off += size;
+                            v
+                        },
+                    )*
+                };
+                debug_assert_eq!(off, Self::BODY_LEN);
+                $($(
+                    if !$names.contains(u64::from(ev.$field)) {
+                        return Err($crate::DecodeError::BadField {
+                            kind: $kind,
+                            field: stringify!($field),
+                        });
+                    }
+                )?)*
+                Ok(ev)
+            }
+
+            /// Append the encoded body (bincode, fixed-int LE) to `out`.
+            pub fn encode_body(&self, out: &mut Vec<u8>) {
+                let start = out.len();
+                out.resize(start + Self::BODY_LEN, 0);
+                // A fixed-size struct into a buffer of exactly its size
+                // cannot fail.
+                let n = ::bincode::encode_into_slice(
+                    self,
+                    &mut out[start..],
+                    $crate::bincode_config(),
+                )
+                .expect("a wire event encodes into BODY_LEN bytes");
+                debug_assert_eq!(n, Self::BODY_LEN);
+            }
+
+            /// Each field's little-endian bytes, by name (layout tests).
+            #[cfg(test)]
+            pub(crate) fn field_bytes(&self) -> Vec<(&'static str, Vec<u8>)> {
+                vec![$(
+                    (stringify!($field), {
+                        let mut v = vec![0u8; <$ty as $crate::layout::WireValue>::SIZE];
+                        $crate::layout::WireValue::write(&self.$field, &mut v);
+                        v
+                    })
+                ),*]
+            }
+        }
+    };
+}
