@@ -12,6 +12,8 @@ use std::path::Path;
 
 use dissector_common::*;
 use pcap_file::DataLink;
+use tracer_codec::layout::field_offset;
+use tracer_codec::{ClockEvent, TxEvent, RECORD_HEADER_LEN};
 use tracer_e2e::tshark::{Query, Tshark};
 
 /// Expert infos of the dissector that mark errors, by field name.
@@ -34,14 +36,15 @@ const EXPERT_ERRORS: &[&str] = &[
 const PI_ERROR: &str = "8388608";
 
 /// Offset of a TX body field inside a record (after kind and len).
-const REC_STAGE: usize = 4 + 56;
-const REC_FAMILY: usize = 4 + 57;
+const REC_STAGE: usize = RECORD_HEADER_LEN + field_offset(TxEvent::LAYOUT.fields, "stage");
+const REC_FAMILY: usize = RECORD_HEADER_LEN + field_offset(TxEvent::LAYOUT.fields, "family");
 /// Offset of a clock body field inside a record.
-const REC_CLOCK_SOURCE: usize = 4 + 64;
-const REC_CLOCK_STATE: usize = 4 + 65;
-/// Record length of a version-1 TX / clock update.
-const TX_REC: usize = 4 + 110;
-const CLOCK_REC: usize = 4 + 66;
+const REC_CLOCK_SOURCE: usize =
+    RECORD_HEADER_LEN + field_offset(ClockEvent::LAYOUT.fields, "source");
+const REC_CLOCK_STATE: usize = RECORD_HEADER_LEN + field_offset(ClockEvent::LAYOUT.fields, "state");
+/// Record length of a TX / clock update.
+const TX_REC: usize = RECORD_HEADER_LEN + TxEvent::BODY_LEN;
+const CLOCK_REC: usize = RECORD_HEADER_LEN + ClockEvent::BODY_LEN;
 
 /// Expected expert errors of one frame (empty: a clean frame).
 type Flags = &'static [&'static str];

@@ -3,58 +3,22 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use common::*;
 use tracer_codec::TxEvent;
 use tracer_sink::SinkStats;
 
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn sigterm_writes_everything_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("traces");
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tracer-sink"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--output"])
-        .arg(&out)
-        .args(["--json", "--stats-interval", "0", "--file-prefix", "bin"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tracer-sink");
-
-    // Wait for the "started" log line on stderr; keep draining it after.
-    let stderr = child.stderr.take().unwrap();
-    let (ltx, lrx) = mpsc::channel::<String>();
-    let logger = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = ltx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    loop {
-        let line = lrx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("sink did not start");
-        if line.contains("tracer-sink started") {
-            break;
-        }
-    }
+    let sink = SinkBin::start(
+        &out,
+        &["--json", "--stats-interval", "0", "--file-prefix", "bin"],
+        Stdio::piped(),
+    );
+    let port = sink.port;
 
     let tx = sender();
     let mut a = SimAgent::new(0xB1, "binhost");
@@ -68,18 +32,7 @@ fn sigterm_writes_everything_and_exits_zero() {
     }
     tx.send_to(b"garbage", ("127.0.0.1", port)).unwrap();
 
-    // SAFETY: plain kill(2) on the pid of a child we spawned and still own.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0);
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let status = child.wait().unwrap();
-    let log = logger.join().unwrap();
+    let (status, log, stdout) = sink.stop();
     assert!(status.success(), "exit {status:?}; stderr:\n{log}");
 
     let last = stdout.lines().last().expect("final stats on stdout");

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::Duration;
 
 use clocksync::{now_ns, ClockId};
@@ -18,40 +16,10 @@ use common::*;
 fn unknown_kind_stamp(clock_args: &[&str]) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("traces");
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tracer-sink"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--output"])
-        .arg(&out)
-        .args(["--stats-interval", "0", "--clock-listen", "127.0.0.1:0"])
-        .args(clock_args)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tracer-sink");
-    let stderr = child.stderr.take().unwrap();
-    let (ltx, lrx) = mpsc::channel::<String>();
-    let logger = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = ltx.send(line.clone());
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    loop {
-        let line = lrx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("sink did not start");
-        if line.contains("tracer-sink started") {
-            break;
-        }
-    }
+    let mut args = vec!["--stats-interval", "0", "--clock-listen", "127.0.0.1:0"];
+    args.extend_from_slice(clock_args);
+    let sink = SinkBin::start(&out, &args, Stdio::null());
+    let port = sink.port;
     let mut agent = SimAgent::new(0xC10C, "clockhost");
     sender()
         .send_to(
@@ -61,11 +29,7 @@ fn unknown_kind_stamp(clock_args: &[&str]) -> u64 {
         .unwrap();
     // Let the sink read it before the signal (it drains on shutdown too).
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: plain kill(2) on the pid of a child we spawned and still own.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0);
-    let status = child.wait().unwrap();
-    let log = logger.join().unwrap();
+    let (status, log, _) = sink.stop();
     assert!(status.success(), "exit {status:?}; stderr:\n{log}");
     let f = files(&out);
     assert_eq!(f.len(), 1, "{log}");

@@ -17,7 +17,9 @@ use pcap_file::pcapng::blocks::opt_common::CommonOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tracer_codec::{DatagramBuilder, DatagramHeader, TxEvent, WIRE_VERSION};
+use tracer_codec::{
+    DatagramBuilder, DatagramHeader, TxEvent, HEADER_FIXED_LEN, RECORD_HEADER_LEN, WIRE_VERSION,
+};
 use tracer_sink::{SinkConfig, SinkError, SinkStats};
 
 /// A TAI instant in 2023, far from "now": events with it sort before
@@ -93,7 +95,8 @@ impl SimAgent {
 
     /// How many TX events fit one datagram of this agent.
     pub fn per_datagram(&self) -> usize {
-        (self.max_len - 61 - self.host.len()) / (4 + TxEvent::BODY_LEN)
+        (self.max_len - HEADER_FIXED_LEN - self.host.len())
+            / (RECORD_HEADER_LEN + TxEvent::BODY_LEN)
     }
 }
 
@@ -303,4 +306,80 @@ pub fn ns(d: Duration) -> u64 {
 pub fn iface_agent(s: &Section, iface: u32) -> String {
     let d = idb_desc(&s.idbs[iface as usize]);
     d.split_whitespace().nth(1).unwrap_or_default().to_owned()
+}
+
+/// The `tracer-sink` binary running on 127.0.0.1:`port`, its stderr drained
+/// by a thread (so it never blocks) and returned by [`SinkBin::stop`].
+pub struct SinkBin {
+    /// The sink process (its stdout is piped when asked for).
+    pub child: std::process::Child,
+    /// UDP port it listens on.
+    pub port: u16,
+    logger: std::thread::JoinHandle<String>,
+}
+
+/// A UDP port free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl SinkBin {
+    /// Start the binary writing into `out` with `args`, and wait for its
+    /// "started" log line (it has bound its socket then).
+    pub fn start(out: &Path, args: &[&str], stdout: std::process::Stdio) -> Self {
+        use std::io::{BufRead, BufReader};
+        let port = free_port();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tracer-sink"))
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--output"])
+            .arg(out)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(stdout)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn tracer-sink");
+        let stderr = child.stderr.take().unwrap();
+        let (ltx, lrx) = std::sync::mpsc::channel::<String>();
+        let logger = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = ltx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        loop {
+            let line = lrx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("sink did not start");
+            if line.contains("tracer-sink started") {
+                break;
+            }
+        }
+        SinkBin {
+            child,
+            port,
+            logger,
+        }
+    }
+
+    /// SIGTERM, wait; returns the exit status, everything on stderr and,
+    /// when it was piped, everything on stdout.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String, String) {
+        use std::io::Read;
+        // SAFETY: plain kill(2) on the pid of a child we spawned and still own.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        let mut stdout = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            o.read_to_string(&mut stdout).unwrap();
+        }
+        let status = self.child.wait().unwrap();
+        (status, self.logger.join().unwrap(), stdout)
+    }
 }
