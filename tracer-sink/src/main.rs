@@ -22,7 +22,7 @@ RUST_LOG=debug); stdout carries only the stats. SIGINT or SIGTERM stops the
 sink cleanly: queued datagrams are read, every accepted event is written,
 the file is closed with interface statistics, and the exit status is 0.";
 
-/// Receive tracer agents' events over UDP and write them to pcapng files,
+/// nettrace sink: receive the agents' events over UDP and write them to pcapng files,
 /// one interface per agent, in global-time order, with loss accounting.
 #[derive(Debug, Parser)]
 #[command(name = "tracer-sink", version, after_help = AFTER_HELP)]
