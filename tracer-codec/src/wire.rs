@@ -32,9 +32,11 @@ pub const RECORD_HEADER_LEN: usize = 4;
 /// Largest UDP payload over IPv4; nothing larger is ever valid.
 pub const MAX_DATAGRAM_LEN: usize = 65_507;
 
-/// The datagram header, decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DatagramHeader {
+/// The datagram header, decoded. `H` is how the hostname is held: owned
+/// (`String`, the default) or borrowed from the datagram
+/// ([`DatagramHeaderRef`], what [`DatagramView`] yields without allocating).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramHeader<H = String> {
     /// Wire version of the datagram.
     pub version: u16,
     /// Random id chosen at agent start (or set by `--agent-id`).
@@ -55,13 +57,42 @@ pub struct DatagramHeader {
     /// Number of records that follow.
     pub event_count: u16,
     /// The agent's hostname (at most [`MAX_HOSTNAME_LEN`] bytes of UTF-8).
-    pub hostname: String,
+    pub hostname: H,
 }
 
-impl DatagramHeader {
+/// The datagram header read in place, its hostname borrowed.
+pub type DatagramHeaderRef<'a> = DatagramHeader<&'a str>;
+
+impl<H: AsRef<str>> DatagramHeader<H> {
     /// Encoded length of this header.
     pub fn encoded_len(&self) -> usize {
-        HEADER_FIXED_LEN + self.hostname.len()
+        HEADER_FIXED_LEN + self.hostname.as_ref().len()
+    }
+
+    /// The same header with its hostname held as `T`.
+    fn map_hostname<'s, T>(&'s self, f: impl FnOnce(&'s str) -> T) -> DatagramHeader<T> {
+        DatagramHeader {
+            version: self.version,
+            agent_id: self.agent_id,
+            boot_id: self.boot_id,
+            seq: self.seq,
+            lost_events: self.lost_events,
+            first_event_seq: self.first_event_seq,
+            clock_source: self.clock_source,
+            clock_state: self.clock_state,
+            event_count: self.event_count,
+            hostname: f(self.hostname.as_ref()),
+        }
+    }
+
+    /// The header borrowed, as [`DatagramView`] yields it.
+    pub fn borrowed(&self) -> DatagramHeaderRef<'_> {
+        self.map_hostname(|h| h)
+    }
+
+    /// An owned copy.
+    pub fn to_header(&self) -> DatagramHeader {
+        self.map_hostname(str::to_owned)
     }
 
     /// Write the header into `out[..encoded_len()]`.
@@ -78,75 +109,20 @@ impl DatagramHeader {
         out[56] = self.clock_source;
         out[57] = self.clock_state;
         out[58..60].copy_from_slice(&self.event_count.to_le_bytes());
-        out[60] = self.hostname.len() as u8;
-        out[61..hl].copy_from_slice(self.hostname.as_bytes());
+        let hostname = self.hostname.as_ref();
+        out[60] = hostname.len() as u8;
+        out[61..hl].copy_from_slice(hostname.as_bytes());
     }
+}
 
+impl DatagramHeader {
     /// Decode and validate a header; returns it and the offset of the first record.
     pub fn decode(buf: &[u8]) -> Result<(Self, usize), DecodeError> {
         DatagramHeaderRef::parse(buf).map(|(h, off)| (h.to_header(), off))
     }
-
-    /// The header borrowed, as [`DatagramView`] yields it.
-    pub fn borrowed(&self) -> DatagramHeaderRef<'_> {
-        DatagramHeaderRef {
-            version: self.version,
-            agent_id: self.agent_id,
-            boot_id: self.boot_id,
-            seq: self.seq,
-            lost_events: self.lost_events,
-            first_event_seq: self.first_event_seq,
-            clock_source: self.clock_source,
-            clock_state: self.clock_state,
-            event_count: self.event_count,
-            hostname: &self.hostname,
-        }
-    }
 }
 
-/// The datagram header, read in place: the same fields as
-/// [`DatagramHeader`] with the hostname borrowed from the datagram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DatagramHeaderRef<'a> {
-    /// Wire version of the datagram.
-    pub version: u16,
-    /// Random id chosen at agent start (or set by `--agent-id`).
-    pub agent_id: u64,
-    /// The agent host's boot id.
-    pub boot_id: [u8; 16],
-    /// Per-agent datagram sequence number.
-    pub seq: u64,
-    /// Cumulative events the agent lost before sending.
-    pub lost_events: u64,
-    /// Per-agent sequence number of this datagram's first event.
-    pub first_event_seq: u64,
-    /// [`crate::ClockSource`] as its wire value.
-    pub clock_source: u8,
-    /// [`crate::ClockState`] as its wire value.
-    pub clock_state: u8,
-    /// Number of records that follow.
-    pub event_count: u16,
-    /// The agent's hostname.
-    pub hostname: &'a str,
-}
-
-impl<'a> DatagramHeaderRef<'a> {
-    /// An owned copy.
-    pub fn to_header(&self) -> DatagramHeader {
-        DatagramHeader {
-            version: self.version,
-            agent_id: self.agent_id,
-            boot_id: self.boot_id,
-            seq: self.seq,
-            lost_events: self.lost_events,
-            first_event_seq: self.first_event_seq,
-            clock_source: self.clock_source,
-            clock_state: self.clock_state,
-            event_count: self.event_count,
-            hostname: self.hostname.to_owned(),
-        }
-    }
-
+impl<'a> DatagramHeader<&'a str> {
     /// Validate a header in place; returns it and the offset of the first
     /// record. Offsets are those of [`crate::layout::DATAGRAM_HEADER`]
     /// (a test holds them together).

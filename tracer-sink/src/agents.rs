@@ -360,7 +360,7 @@ mod tests {
     fn table_keeps_max_agent_loss_and_counts_duplicates() {
         use tracer_codec::DatagramHeader;
         let mut tab = AgentTable::default();
-        let mut h = DatagramHeader {
+        let mut h: DatagramHeader = DatagramHeader {
             version: 1,
             agent_id: 7,
             boot_id: [1; 16],
