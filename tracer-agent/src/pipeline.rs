@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use tracer_codec::{
-    ClockEvent, ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WIRE_VERSION,
+    ClockEvent, ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WireEvent,
+    WIRE_VERSION,
 };
 
 use crate::sender::Transport;
@@ -80,28 +81,27 @@ impl<T: Transport> Pipeline<T> {
         self.header.lost_events = lost;
     }
 
-    /// Queue one event, sending a datagram when it is full.
+    /// Queue one TX event (counted by stage), sending a datagram when full.
     pub fn push(&mut self, ev: &TxEvent) {
         if let Some(c) = self.stats.events_by_stage.get_mut(ev.stage as usize) {
             *c += 1;
         }
-        if !self.builder.push_tx(ev) {
-            self.flush();
-            // An empty builder always has room for one event.
-            let pushed = self.builder.push_tx(ev);
-            debug_assert!(pushed);
-        }
-        if self.pending_since.is_none() {
-            self.pending_since = Some(Instant::now());
-        }
+        self.push_event(ev);
     }
 
     /// Queue one clock update.
     pub fn push_clock(&mut self, ev: &ClockEvent) {
         self.stats.clock_events += 1;
-        if !self.builder.push_clock(ev) {
+        self.push_event(ev);
+    }
+
+    /// Queue one event of any kind, sending a datagram when it is full.
+    /// The kind's own counters are the caller's.
+    pub fn push_event<E: WireEvent>(&mut self, ev: &E) {
+        if !self.builder.push(ev) {
             self.flush();
-            let pushed = self.builder.push_clock(ev);
+            // An empty builder always has room for one event.
+            let pushed = self.builder.push(ev);
             debug_assert!(pushed);
         }
         if self.pending_since.is_none() {

@@ -172,5 +172,14 @@ macro_rules! wire_event {
                 ),*]
             }
         }
+
+        impl $crate::WireEvent for $name {
+            const KIND: u16 = $kind;
+            const BODY_LEN: usize = $name::BODY_LEN;
+
+            fn encode_body(&self, out: &mut Vec<u8>) {
+                $name::encode_body(self, out)
+            }
+        }
     };
 }

@@ -449,25 +449,29 @@ impl DatagramBuilder {
         self.buf.len()
     }
 
-    /// Append a TX event; `false` (and nothing appended) when it does not fit.
-    pub fn push_tx(&mut self, ev: &TxEvent) -> bool {
-        let need = RECORD_HEADER_LEN + TxEvent::BODY_LEN;
+    /// Append an event of any kind; `false` (and nothing appended) when it
+    /// does not fit.
+    pub fn push<E: crate::WireEvent>(&mut self, ev: &E) -> bool {
+        let need = RECORD_HEADER_LEN + E::BODY_LEN;
         if self.buf.len() + need > self.max_len || self.count == u16::MAX {
             return false;
         }
-        self.buf.extend_from_slice(&EventKind::TX.to_le_bytes());
+        self.buf.extend_from_slice(&E::KIND.to_le_bytes());
         self.buf
-            .extend_from_slice(&(TxEvent::BODY_LEN as u16).to_le_bytes());
+            .extend_from_slice(&(E::BODY_LEN as u16).to_le_bytes());
         ev.encode_body(&mut self.buf);
         self.count += 1;
         true
     }
 
-    /// Append a clock event; `false` (and nothing appended) when it does not fit.
+    /// Append a TX event ([`Self::push`]).
+    pub fn push_tx(&mut self, ev: &TxEvent) -> bool {
+        self.push(ev)
+    }
+
+    /// Append a clock event ([`Self::push`]).
     pub fn push_clock(&mut self, ev: &ClockEvent) -> bool {
-        let mut body = Vec::with_capacity(ClockEvent::BODY_LEN);
-        ev.encode_body(&mut body);
-        self.push_raw(EventKind::CLOCK, &body)
+        self.push(ev)
     }
 
     /// Append an already-encoded body of any kind; `false` when it does not fit.
