@@ -151,6 +151,11 @@ impl Tshark {
         t
     }
 
+    /// Path of the tshark executable.
+    pub fn exe(&self) -> &Path {
+        &self.exe
+    }
+
     /// Run tshark with the dissector on `file` plus `args`; returns stdout.
     /// Fails when tshark fails or reports a Lua problem on stderr (it exits
     /// 0 in that case, so stderr is the only sign of a script that did not
