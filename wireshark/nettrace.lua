@@ -88,7 +88,7 @@ local LAYOUT = {
         },
         order = { "kind", "len" },
     },
-    kind = { TX = 1, CLOCK = 2 },
+    kind = { TX = 1, CLOCK = 2, DROP = 4 },
     kinds = {
         [1] = {
             name = "TX",
@@ -131,12 +131,37 @@ local LAYOUT = {
             },
             order = { "mono_ns", "global_ns", "ref_ns", "offset_ns", "freq_ppb", "delay_ns", "uncertainty_ns", "error_estimate_ns", "source", "state" },
         },
+        [4] = {
+            name = "DROP",
+            body_len = 164,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                location = { offset = 16, size = 8, type = "u64" },
+                reason = { offset = 24, size = 4, type = "u32" },
+                netns = { offset = 28, size = 4, type = "u32" },
+                ifindex = { offset = 32, size = 4, type = "u32" },
+                cpu = { offset = 36, size = 4, type = "u32" },
+                len = { offset = 40, size = 4, type = "u32" },
+                protocol = { offset = 44, size = 2, type = "u16" },
+                family = { offset = 46, size = 1, type = "u8", names = "FlowFamily" },
+                l4proto = { offset = 47, size = 1, type = "u8" },
+                sport = { offset = 48, size = 2, type = "u16" },
+                dport = { offset = 50, size = 2, type = "u16" },
+                saddr = { offset = 52, size = 16, type = "addr" },
+                daddr = { offset = 68, size = 16, type = "addr" },
+                reason_name = { offset = 84, size = 32, type = "comm" },
+                location_sym = { offset = 116, size = 48, type = "comm" },
+            },
+            order = { "mono_ns", "global_ns", "location", "reason", "netns", "ifindex", "cpu", "len", "protocol", "family", "l4proto", "sport", "dport", "saddr", "daddr", "reason_name", "location_sym" },
+        },
     },
     names = {
         TxStage = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" },
         ClockSource = { [0] = "system", [1] = "phc", [2] = "sink" },
         ClockState = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" },
         Family = { [4] = "IPv4", [6] = "IPv6" },
+        FlowFamily = { [0] = "none", [4] = "IPv4", [6] = "IPv6" },
     },
 }
 -- END GENERATED LAYOUT

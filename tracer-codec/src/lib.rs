@@ -10,12 +10,14 @@
 mod macros;
 
 pub mod capture;
+pub mod drop;
 pub mod error;
 pub mod event;
 pub mod layout;
 pub mod wire;
 
 pub use capture::{CaptureRecord, CAPTURE_VERSION};
+pub use drop::{DropEvent, FLOW_FAMILY};
 pub use error::{DecodeError, HostnameError};
 pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
 pub use wire::{
