@@ -132,11 +132,33 @@ struct sock {
 	struct sock_common __sk_common;
 } __attribute__((preserve_access_index));
 
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
 struct sk_buff {
+	struct net_device *dev;
+	struct sock *sk;
 	unsigned char *head;
 	unsigned int end;	/* offset from head on 64-bit kernels */
+	unsigned int len;
+	__be16 protocol;
+	__u16 network_header;	/* offset from head */
 	char cb[48];
 } __attribute__((preserve_access_index));
+
+/* skb:kfree_skb's reason values the probe filters on (not a name table:
+ * names come from the running kernel's BTF in user space). */
+enum skb_drop_reason {
+	SKB_NOT_DROPPED_YET = 0,
+	SKB_CONSUMED = 1,
+};
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
 
 struct skb_shared_info {
 	__u32 tskey;

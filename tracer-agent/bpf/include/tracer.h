@@ -20,6 +20,7 @@ struct record_hdr {
 
 enum record_kind {
 	RECORD_TX = 1,
+	RECORD_DROP = 3,
 };
 
 /* Values of tx_record.stage; the same numbers as on the wire. */
@@ -63,6 +64,34 @@ enum counter {
 	CTR_SENDMSG_SEEN = 4,	/* sendmsg calls seen while sampling */
 	CTR_SAMPLE_LEFT = 5,	/* sendmsg calls to skip before the next tag */
 	CTR_MAX = 6,
+};
+
+/* One skb freed with a drop reason (skb:kfree_skb), in the traced netns. */
+struct drop_record {
+	struct record_hdr hdr;
+	__u64 mono_ns;		/* bpf_ktime_get_ns() */
+	__u64 location;		/* kernel address that freed it (tracepoint's location) */
+	__u32 reason;		/* enum skb_drop_reason, as the kernel numbers it */
+	__u32 netns;		/* netns inode (device's, else socket's) */
+	__u32 ifindex;		/* skb->dev's ifindex, 0 without a device */
+	__u32 cpu;
+	__u32 len;		/* skb->len */
+	__u16 protocol;		/* skb->protocol, host order (0x0800 IPv4, 0x86dd IPv6) */
+	__u8 family;		/* 4, 6, or 0 when not IP (flow fields are then 0) */
+	__u8 l4proto;		/* IP protocol (6 TCP, 17 UDP, ...), 0 when not IP */
+	__u16 sport;		/* host order; 0 unless TCP or UDP */
+	__u16 dport;		/* host order */
+	__u32 _pad;
+	__u8 saddr[16];		/* IPv4 in the first 4 bytes, or IPv6 */
+	__u8 daddr[16];
+};
+
+/* Indexes of the drops probe's per-CPU counter array `counters`. */
+enum drop_counter {
+	DROP_CTR_LOST = 0,	/* no slot could be had: events lost */
+	DROP_CTR_SEEN = 1,	/* kfree_skb calls with a drop reason, any netns */
+	DROP_CTR_NO_NETNS = 2,	/* skbs with neither device nor socket: not attributable */
+	DROP_CTR_MAX = 3,
 };
 
 #endif /* TRACER_H */
