@@ -179,12 +179,16 @@ local RECORD_HEADER_LEN = LAYOUT.record_header_len
 local KIND = LAYOUT.kind
 local TX = LAYOUT.kinds[KIND.TX]
 local CLOCK = LAYOUT.kinds[KIND.CLOCK]
+local DROP = LAYOUT.kinds[KIND.DROP]
 local DEFAULT_UDP_PORT = 7420
 
 local STAGE_NAMES = LAYOUT.names.TxStage
 local CLOCK_SOURCE_NAMES = LAYOUT.names.ClockSource
 local CLOCK_STATE_NAMES = LAYOUT.names.ClockState
 local FAMILY_NAMES = LAYOUT.names.Family
+local FLOW_FAMILY_NAMES = LAYOUT.names.FlowFamily
+-- IP protocol numbers a drop's flow shows by name.
+local L4PROTO_NAMES = { [1] = "ICMP", [6] = "TCP", [17] = "UDP", [58] = "ICMPv6", [132] = "SCTP" }
 -- Stage numbers by name (STAGE.SENDMSG == 0, ...).
 local STAGE = {}
 for v, name in pairs(STAGE_NAMES) do
@@ -294,6 +298,27 @@ local F = {
     clock_ev_state = ProtoField.uint8("nettrace.clock.state", "Servo state", base.DEC, CLOCK_STATE_NAMES),
     -- generated: what a reader adds to mono_ns to get the reference time
     clock_ref_minus_mono = ProtoField.int64("nettrace.clock.ref_minus_mono_ns", "ref_ns - mono_ns"),
+    -- skb drop body (DropEvent)
+    drop_mono_ns = ProtoField.uint64("nettrace.drop.mono_ns", "Monotonic ns (raw kernel stamp)"),
+    drop_global_ns = ProtoField.uint64("nettrace.drop.global_ns", "Global ns"),
+    drop_global_time = ProtoField.absolute_time("nettrace.drop.global_time", "Global time", base.UTC),
+    drop_location = ProtoField.uint64("nettrace.drop.location_addr", "Location address", base.HEX),
+    drop_reason_code = ProtoField.uint32("nettrace.drop.reason_code", "Drop reason number (sender's kernel)"),
+    drop_netns = ProtoField.uint32("nettrace.drop.netns", "Network namespace inode"),
+    drop_ifindex = ProtoField.uint32("nettrace.drop.ifindex", "Interface index"),
+    drop_cpu = ProtoField.uint32("nettrace.drop.cpu", "CPU"),
+    drop_len = ProtoField.uint32("nettrace.drop.len", "skb length"),
+    drop_protocol = ProtoField.uint16("nettrace.drop.protocol", "skb protocol (EtherType)", base.HEX),
+    drop_family = ProtoField.uint8("nettrace.drop.family", "Family", base.DEC, FLOW_FAMILY_NAMES),
+    drop_l4proto = ProtoField.uint8("nettrace.drop.l4proto", "IP protocol", base.DEC, L4PROTO_NAMES),
+    drop_sport = ProtoField.uint16("nettrace.drop.sport", "Source port"),
+    drop_dport = ProtoField.uint16("nettrace.drop.dport", "Destination port"),
+    drop_saddr = ProtoField.ipv4("nettrace.drop.saddr", "Source address"),
+    drop_daddr = ProtoField.ipv4("nettrace.drop.daddr", "Destination address"),
+    drop_saddr6 = ProtoField.ipv6("nettrace.drop.saddr6", "Source address"),
+    drop_daddr6 = ProtoField.ipv6("nettrace.drop.daddr6", "Destination address"),
+    drop_reason = ProtoField.string("nettrace.drop.reason", "Drop reason"),
+    drop_location_sym = ProtoField.string("nettrace.drop.location", "Location"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -319,6 +344,12 @@ local E = {
     bad_family = malformed("bad_family", "Address family is neither 4 nor 6"),
     bad_clock_source = malformed("bad_clock_source", "Unknown clock source"),
     bad_clock_state = malformed("bad_clock_state", "Unknown clock servo state"),
+    bad_flow_family = malformed("bad_flow_family", "Flow family is neither 0, 4 nor 6"),
+    -- A drop is what a reader looks for, not a fault of the trace: a
+    -- warning (PI_SEQUENCE, as Wireshark's TCP dissector files lost
+    -- segments), never an error.
+    drop = ProtoExpert.new("nettrace.drop.expert", "skb dropped by the kernel",
+        expert.group.SEQUENCE, expert.severity.WARN),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
 }
@@ -603,6 +634,86 @@ local function dissect_clock(body, tree)
     return summary
 end
 
+-- A NUL-padded text field: adds `field` with the bytes before the first NUL
+-- and returns that text.
+local function add_padded(tree, field, range)
+    local n = range:raw():find("\0", 1, true)
+    n = n and n - 1 or range:len()
+    if n == 0 then
+        tree:add(field, range, "")
+        return ""
+    end
+    tree:add_packet_field(field, range(0, n), ENC_UTF_8)
+    return range(0, n):string(ENC_UTF_8)
+end
+
+-- "0x..." of a UInt64 without leading zeros (Rust's {:#x}).
+local function hex64(v)
+    local h = v:tohex():gsub("^0+", "")
+    return "0x" .. (h == "" and "0" or h)
+end
+
+-- Decode a drop body (at least DROP.body_len bytes). Returns the one-line
+-- summary (the same text as the sink's pcapng comment, DropEvent::summary).
+local function dissect_drop(body, tree)
+    local b = field_reader(body, DROP.fields)
+    local family = b("family"):uint()
+    local ok = true
+
+    tree:add_le(F.drop_mono_ns, b("mono_ns"))
+    tree:add_le(F.drop_global_ns, b("global_ns"))
+    tree:add_packet_field(F.drop_global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    local reason = add_padded(tree, F.drop_reason, b("reason_name"))
+    local code = b("reason"):le_uint()
+    tree:add_le(F.drop_reason_code, b("reason"))
+    local loc = add_padded(tree, F.drop_location_sym, b("location_sym"))
+    tree:add_le(F.drop_location, b("location"))
+    tree:add_le(F.drop_netns, b("netns"))
+    tree:add_le(F.drop_ifindex, b("ifindex"))
+    tree:add_le(F.drop_cpu, b("cpu"))
+    tree:add_le(F.drop_len, b("len"))
+    tree:add_le(F.drop_protocol, b("protocol"))
+    local family_item = tree:add(F.drop_family, b("family"))
+    if FLOW_FAMILY_NAMES[family] == nil then
+        family_item:add_proto_expert_info(E.bad_flow_family, "Bad flow family " .. family)
+        ok = false
+    end
+    local l4 = b("l4proto"):uint()
+    tree:add(F.drop_l4proto, b("l4proto"))
+    tree:add_le(F.drop_sport, b("sport"))
+    tree:add_le(F.drop_dport, b("dport"))
+    local saddr, daddr
+    if family == 4 then
+        tree:add(F.drop_saddr, b("saddr")(0, 4))
+        tree:add(F.drop_daddr, b("daddr")(0, 4))
+        saddr, daddr = tostring(b("saddr")(0, 4):ipv4()), tostring(b("daddr")(0, 4):ipv4())
+    elseif family == 6 then
+        tree:add(F.drop_saddr6, b("saddr"))
+        tree:add(F.drop_daddr6, b("daddr"))
+        saddr, daddr = tostring(b("saddr"):ipv6()), tostring(b("daddr"):ipv6())
+    end
+
+    if reason == "" then
+        reason = "reason " .. code
+    end
+    if loc == "" then
+        loc = hex64(b("location"):le_uint64())
+    end
+    local summary = string.format("DROP %s at %s", reason, loc)
+    if saddr ~= nil then
+        local proto_name = (l4 == 6 and "TCP") or (l4 == 17 and "UDP") or ("proto " .. l4)
+        summary = summary .. string.format(" %s %s > %s", proto_name,
+            endpoint(saddr, b("sport"):le_uint(), family), endpoint(daddr, b("dport"):le_uint(), family))
+    end
+    summary = summary .. string.format(" len=%d ifindex=%d cpu=%d",
+        b("len"):le_uint(), b("ifindex"):le_uint(), b("cpu"):le_uint())
+    if not ok then
+        return summary .. " [Malformed]"
+    end
+    tree:add_proto_expert_info(E.drop, string.format("Dropped: %s at %s", reason, loc))
+    return summary
+end
+
 -- Known kinds: name, version-1 body length, decoder (body tvb, pinfo,
 -- tree, ctx) -> summary.
 local KINDS = {
@@ -611,6 +722,11 @@ local KINDS = {
         name = CLOCK.name,
         body_len = CLOCK.body_len,
         dissect = function(body, _, tree, _) return dissect_clock(body, tree) end,
+    },
+    [KIND.DROP] = {
+        name = DROP.name,
+        body_len = DROP.body_len,
+        dissect = function(body, _, tree, _) return dissect_drop(body, tree) end,
     },
 }
 

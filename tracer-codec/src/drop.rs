@@ -9,7 +9,7 @@
 //! number, so a sink, a pcapng and the dissector need no side table and a
 //! reader of any single frame sees the name.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::event::EventKind;
 use crate::layout::NameTable;
@@ -131,9 +131,11 @@ impl DropEvent {
                 17 => "UDP".to_owned(),
                 p => format!("proto {p}"),
             };
+            // SocketAddr brackets IPv6 addresses, as the dissector does.
             s.push_str(&format!(
-                " {proto} {sa}:{} > {da}:{}",
-                self.sport, self.dport
+                " {proto} {} > {}",
+                SocketAddr::new(sa, self.sport),
+                SocketAddr::new(da, self.dport)
             ));
         }
         s.push_str(&format!(
