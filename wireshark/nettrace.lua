@@ -88,7 +88,7 @@ local LAYOUT = {
         },
         order = { "kind", "len" },
     },
-    kind = { TX = 1, CLOCK = 2, DROP = 4 },
+    kind = { TX = 1, CLOCK = 2, DROP = 4, TCP = 5 },
     kinds = {
         [1] = {
             name = "TX",
@@ -155,6 +155,28 @@ local LAYOUT = {
             },
             order = { "mono_ns", "global_ns", "location", "reason", "netns", "ifindex", "cpu", "len", "protocol", "family", "l4proto", "sport", "dport", "saddr", "daddr", "reason_name", "location_sym" },
         },
+        [5] = {
+            name = "TCP",
+            body_len = 83,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                cookie = { offset = 16, size = 8, type = "u64" },
+                seq = { offset = 24, size = 4, type = "u32" },
+                end_seq = { offset = 28, size = 4, type = "u32" },
+                netns = { offset = 32, size = 4, type = "u32" },
+                cpu = { offset = 36, size = 4, type = "u32" },
+                detail = { offset = 40, size = 4, type = "u32" },
+                anomaly = { offset = 44, size = 1, type = "u8", names = "TcpAnomaly" },
+                family = { offset = 45, size = 1, type = "u8", names = "FlowFamily" },
+                state = { offset = 46, size = 1, type = "u8" },
+                sport = { offset = 47, size = 2, type = "u16" },
+                dport = { offset = 49, size = 2, type = "u16" },
+                saddr = { offset = 51, size = 16, type = "addr" },
+                daddr = { offset = 67, size = 16, type = "addr" },
+            },
+            order = { "mono_ns", "global_ns", "cookie", "seq", "end_seq", "netns", "cpu", "detail", "anomaly", "family", "state", "sport", "dport", "saddr", "daddr" },
+        },
     },
     names = {
         TxStage = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" },
@@ -162,6 +184,7 @@ local LAYOUT = {
         ClockState = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" },
         Family = { [4] = "IPv4", [6] = "IPv6" },
         FlowFamily = { [0] = "none", [4] = "IPv4", [6] = "IPv6" },
+        TcpAnomaly = { [0] = "RETRANSMIT", [1] = "RESET_SENT", [2] = "RESET_RECEIVED", [3] = "RCVQUEUE_FULL", [4] = "EXCEED_BUF_LIMIT" },
     },
 }
 -- END GENERATED LAYOUT

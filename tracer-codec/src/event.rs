@@ -12,6 +12,8 @@ pub enum EventKind {
     Clock,
     /// An skb dropped by the kernel ([`DropEvent`](crate::DropEvent)).
     Drop,
+    /// A TCP anomaly ([`TcpEvent`](crate::TcpEvent)).
+    Tcp,
     /// Any kind this build does not know.
     Unknown(u16),
 }
@@ -23,6 +25,8 @@ impl EventKind {
     pub const CLOCK: u16 = 2;
     /// Kind number of [`DropEvent`](crate::DropEvent) records.
     pub const DROP: u16 = 4;
+    /// Kind number of [`TcpEvent`](crate::TcpEvent) records.
+    pub const TCP: u16 = 5;
 
     /// Kind from its wire number.
     pub fn from_u16(v: u16) -> Self {
@@ -30,6 +34,7 @@ impl EventKind {
             Self::TX => EventKind::Tx,
             Self::CLOCK => EventKind::Clock,
             Self::DROP => EventKind::Drop,
+            Self::TCP => EventKind::Tcp,
             other => EventKind::Unknown(other),
         }
     }
@@ -40,6 +45,7 @@ impl EventKind {
             EventKind::Tx => Self::TX,
             EventKind::Clock => Self::CLOCK,
             EventKind::Drop => Self::DROP,
+            EventKind::Tcp => Self::TCP,
             EventKind::Unknown(v) => v,
         }
     }
@@ -293,6 +299,8 @@ pub enum Event {
     Clock(ClockEvent),
     /// A dropped skb.
     Drop(crate::DropEvent),
+    /// A TCP anomaly.
+    Tcp(crate::TcpEvent),
     /// A kind this build does not know; kept as its raw body length.
     Unknown {
         /// Wire kind number.
@@ -309,6 +317,7 @@ impl Event {
             Event::Tx(_) => EventKind::Tx,
             Event::Clock(_) => EventKind::Clock,
             Event::Drop(_) => EventKind::Drop,
+            Event::Tcp(_) => EventKind::Tcp,
             Event::Unknown { kind, .. } => EventKind::Unknown(*kind),
         }
     }
@@ -319,6 +328,7 @@ impl Event {
             Event::Tx(e) => Some(e.global_ns),
             Event::Clock(e) => Some(e.global_ns),
             Event::Drop(e) => Some(e.global_ns),
+            Event::Tcp(e) => Some(e.global_ns),
             Event::Unknown { .. } => None,
         }
     }
@@ -329,6 +339,7 @@ impl Event {
             Event::Tx(e) => e.summary(),
             Event::Clock(e) => e.summary(),
             Event::Drop(e) => e.summary(),
+            Event::Tcp(e) => e.summary(),
             Event::Unknown { kind, len } => format!("unknown event kind {kind} ({len} bytes)"),
         }
     }

@@ -421,6 +421,7 @@ pub const EVENTS: &[EventLayout] = &[
     TxEvent::LAYOUT,
     ClockEvent::LAYOUT,
     crate::drop::DropEvent::LAYOUT,
+    crate::tcp::TcpEvent::LAYOUT,
 ];
 
 /// Every enum name table the layouts use.
@@ -430,6 +431,7 @@ pub const NAME_TABLES: &[&NameTable] = &[
     &ClockState::NAMES,
     &FAMILY,
     &crate::drop::FLOW_FAMILY,
+    &crate::tcp::TcpAnomaly::NAMES,
 ];
 
 const _: () = assert!(fields_len(DATAGRAM_HEADER.fields) == HEADER_FIXED_LEN);
@@ -730,10 +732,14 @@ mod tests {
             &crate::DropEvent::LAYOUT,
             crate::DropEvent::field_bytes,
         );
+        check_against_bincode::<crate::TcpEvent>(
+            &crate::TcpEvent::LAYOUT,
+            crate::TcpEvent::field_bytes,
+        );
         let mut b = Vec::new();
         TxEvent::default().encode_body(&mut b);
         assert_eq!(b.len(), TxEvent::BODY_LEN);
-        assert_eq!(EVENTS.len(), 3);
+        assert_eq!(EVENTS.len(), 4);
         for (i, e) in EVENTS.iter().enumerate() {
             assert_eq!(fields_len(e.fields), e.body_len);
             assert!(i == 0 || EVENTS[i - 1].kind < e.kind, "kind order");
@@ -792,6 +798,7 @@ mod tests {
         check_decoder(&TxEvent::LAYOUT, TxEvent::decode_body);
         check_decoder(&ClockEvent::LAYOUT, ClockEvent::decode_body);
         check_decoder(&crate::DropEvent::LAYOUT, crate::DropEvent::decode_body);
+        check_decoder(&crate::TcpEvent::LAYOUT, crate::TcpEvent::decode_body);
     }
 
     #[test]

@@ -124,8 +124,28 @@ typedef struct {
 	struct net *net;
 } possible_net_t;
 
+struct in6_addr {
+	union {
+		__u8 u6_addr8[16];
+	} in6_u;
+} __attribute__((preserve_access_index));
+
+enum sk_rst_reason {
+	SK_RST_REASON_NOT_SPECIFIED = 0,
+};
+
+struct proto;
+
 struct sock_common {
+	__be32 skc_daddr;
+	__be32 skc_rcv_saddr;
+	__be16 skc_dport;
+	__u16 skc_num;
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
 	possible_net_t skc_net;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));
 
 struct sock {

@@ -21,6 +21,7 @@ struct record_hdr {
 enum record_kind {
 	RECORD_TX = 1,
 	RECORD_DROP = 3,
+	RECORD_TCP = 4,
 };
 
 /* Values of tx_record.stage; the same numbers as on the wire. */
@@ -92,6 +93,46 @@ enum drop_counter {
 	DROP_CTR_SEEN = 1,	/* kfree_skb calls with a drop reason, any netns */
 	DROP_CTR_NO_NETNS = 2,	/* skbs with neither device nor socket: not attributable */
 	DROP_CTR_MAX = 3,
+};
+
+/* Values of tcp_record.anomaly; the same numbers as on the wire. */
+enum tcp_anomaly {
+	TCP_RETRANSMIT = 0,	/* tcp:tcp_retransmit_skb */
+	TCP_RESET_SENT = 1,	/* tcp:tcp_send_reset */
+	TCP_RESET_RECEIVED = 2,	/* tcp:tcp_receive_reset */
+	TCP_RCVQUEUE_FULL = 3,	/* sock:sock_rcvqueue_full */
+	TCP_EXCEED_BUF_LIMIT = 4,	/* sock:sock_exceed_buf_limit */
+	TCP_ANOMALY_MAX = 5,	/* number of anomalies, not one */
+};
+
+/* One TCP (or socket memory) anomaly, from the socket's point of view:
+ * saddr/sport local, daddr/dport remote. */
+struct tcp_record {
+	struct record_hdr hdr;
+	__u64 mono_ns;		/* bpf_ktime_get_ns() */
+	__u64 cookie;		/* socket cookie, 0 without a socket */
+	__u32 seq;		/* RETRANSMIT: first sequence number of the skb */
+	__u32 end_seq;		/* RETRANSMIT: sequence number after its last byte */
+	__u32 netns;
+	__u32 cpu;
+	__u32 detail;		/* per anomaly: retransmit err, reset reason,
+				 * length of the skb that did not fit, or
+				 * SK_MEM_SEND(0)/SK_MEM_RECV(1) */
+	__u8 anomaly;		/* enum tcp_anomaly */
+	__u8 family;		/* 4, 6, or 0 when unknown */
+	__u8 state;		/* TCP state (TCP_ESTABLISHED = 1, ...), 0 without a socket */
+	__u8 _pad;
+	__u16 sport;		/* local port, host order */
+	__u16 dport;		/* remote port, host order */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u32 _pad2;		/* explicit tail padding to 8 bytes */
+};
+
+/* Indexes of the tcp probe's per-CPU counter array `counters`. */
+enum tcp_counter {
+	TCP_CTR_LOST = 0,	/* no slot could be had: events lost */
+	TCP_CTR_MAX = 1,
 };
 
 #endif /* TRACER_H */

@@ -13,18 +13,19 @@ use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
 use libbpf_rs::OpenObject;
-use tracer_codec::{DropEvent, TxEvent};
+use tracer_codec::{DropEvent, TcpEvent, TxEvent};
 
 use crate::preflight::PreflightError;
 
 pub mod drops;
 pub mod slots;
+pub mod tcp;
 pub mod tx;
 
 pub use slots::Drained;
 
 /// Every probe this agent knows, in the order they are listed and loaded.
-pub static PROBES: &[ProbeSpec] = &[tx::SPEC, drops::SPEC];
+pub static PROBES: &[ProbeSpec] = &[tx::SPEC, drops::SPEC, tcp::SPEC];
 
 /// Settings shared by every probe; each takes what it needs.
 #[derive(Debug, Clone)]
@@ -220,6 +221,8 @@ pub trait Collector {
     fn tx(&mut self, ev: &TxEvent);
     /// An skb drop event.
     fn skb_drop(&mut self, ev: &DropEvent);
+    /// A TCP anomaly event.
+    fn tcp(&mut self, ev: &TcpEvent);
     /// A record that failed validation: counted as lost, not sent.
     fn bad_record(&mut self, probe: &'static str, err: RecordError);
 }

@@ -24,6 +24,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
+#include "skb_flow.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -68,89 +69,13 @@ static __always_inline __u32 sk_netns(struct sock *sk)
 	return sk->__sk_common.skc_net.net->ns.inum;
 }
 
-/* The first bytes of an IPv4 and an IPv6 header, as far as we read them. */
-struct ip4_hdr {
-	__u8 ver_ihl;
-	__u8 tos;
-	__be16 tot_len;
-	__be16 id;
-	__be16 frag_off;
-	__u8 ttl;
-	__u8 protocol;
-	__u16 check;
-	__u8 saddr[4];
-	__u8 daddr[4];
-};
-
-struct ip6_hdr {
-	__u32 ver_tc_flow;
-	__be16 payload_len;
-	__u8 nexthdr;
-	__u8 hop_limit;
-	__u8 saddr[16];
-	__u8 daddr[16];
-};
-
-/* Fill the flow fields from the skb's network header: zeros unless the skb
- * holds an IPv4 or IPv6 packet whose header reads back with the right
- * version. Ports only for TCP and UDP (first fragment, no IPv6 extension
- * header walk: an extension header leaves the ports 0). */
-static __always_inline void parse_flow(struct sk_buff *skb, struct drop_record *r)
-{
-	unsigned char *head = skb->head;
-	__u16 nh = skb->network_header, l4;
-	__u16 ports[2];
-
-	r->family = 0;
-	r->l4proto = 0;
-	r->sport = 0;
-	r->dport = 0;
-	__builtin_memset(r->saddr, 0, sizeof(r->saddr));
-	__builtin_memset(r->daddr, 0, sizeof(r->daddr));
-	if (!head || nh == (__u16)~0U)
-		return;
-	if (r->protocol == ETH_P_IP) {
-		struct ip4_hdr ip;
-
-		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh) ||
-		    (ip.ver_ihl >> 4) != 4 || (ip.ver_ihl & 0xf) < 5)
-			return;
-		r->family = 4;
-		r->l4proto = ip.protocol;
-		__builtin_memcpy(r->saddr, ip.saddr, 4);
-		__builtin_memcpy(r->daddr, ip.daddr, 4);
-		if (bpf_ntohs(ip.frag_off) & 0x1fff)
-			return;
-		l4 = nh + (ip.ver_ihl & 0xf) * 4;
-	} else if (r->protocol == ETH_P_IPV6) {
-		struct ip6_hdr ip;
-
-		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh) ||
-		    (bpf_ntohl(ip.ver_tc_flow) >> 28) != 6)
-			return;
-		r->family = 6;
-		r->l4proto = ip.nexthdr;
-		__builtin_memcpy(r->saddr, ip.saddr, 16);
-		__builtin_memcpy(r->daddr, ip.daddr, 16);
-		l4 = nh + sizeof(ip);
-	} else {
-		return;
-	}
-	if (r->l4proto != IPPROTO_TCP && r->l4proto != IPPROTO_UDP)
-		return;
-	/* Both put the ports first. */
-	if (bpf_probe_read_kernel(ports, sizeof(ports), head + l4))
-		return;
-	r->sport = bpf_ntohs(ports[0]);
-	r->dport = bpf_ntohs(ports[1]);
-}
-
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	     enum skb_drop_reason reason, struct sock *rx_sk)
 {
 	struct net_device *dev;
 	struct drop_record *r;
+	struct skb_flow flow;
 	__u32 zero = 0, idx, cpu, netns = 0, ifindex = 0;
 	__u64 *head, seq;
 
@@ -200,7 +125,13 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	r->len = skb->len;
 	r->protocol = bpf_ntohs(skb->protocol);
 	r->_pad = 0;
-	parse_flow(skb, r);
+	skb_flow_parse(skb, r->protocol, &flow);
+	r->family = flow.family;
+	r->l4proto = flow.l4proto;
+	r->sport = flow.sport;
+	r->dport = flow.dport;
+	__builtin_memcpy(r->saddr, flow.saddr, sizeof(r->saddr));
+	__builtin_memcpy(r->daddr, flow.daddr, sizeof(r->daddr));
 
 	/* Publish last (see tx.bpf.c). */
 #ifdef __TARGET_ARCH_x86

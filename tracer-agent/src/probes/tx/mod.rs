@@ -451,6 +451,9 @@ mod tests {
         fn skb_drop(&mut self, ev: &tracer_codec::DropEvent) {
             panic!("the tx probe delivered a drop: {ev:?}");
         }
+        fn tcp(&mut self, ev: &tracer_codec::TcpEvent) {
+            panic!("the tx probe delivered a TCP anomaly: {ev:?}");
+        }
         fn bad_record(&mut self, probe: &'static str, err: RecordError) {
             assert_eq!(probe, "tx");
             self.bad.push(err);
