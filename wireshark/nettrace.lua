@@ -203,6 +203,7 @@ local KIND = LAYOUT.kind
 local TX = LAYOUT.kinds[KIND.TX]
 local CLOCK = LAYOUT.kinds[KIND.CLOCK]
 local DROP = LAYOUT.kinds[KIND.DROP]
+local TCP = LAYOUT.kinds[KIND.TCP]
 local DEFAULT_UDP_PORT = 7420
 
 local STAGE_NAMES = LAYOUT.names.TxStage
@@ -210,6 +211,10 @@ local CLOCK_SOURCE_NAMES = LAYOUT.names.ClockSource
 local CLOCK_STATE_NAMES = LAYOUT.names.ClockState
 local FAMILY_NAMES = LAYOUT.names.Family
 local FLOW_FAMILY_NAMES = LAYOUT.names.FlowFamily
+local TCP_ANOMALY_NAMES = LAYOUT.names.TcpAnomaly
+local TCP_STATE_NAMES = { [1] = "ESTABLISHED", [2] = "SYN_SENT", [3] = "SYN_RECV", [4] = "FIN_WAIT1",
+    [5] = "FIN_WAIT2", [6] = "TIME_WAIT", [7] = "CLOSE", [8] = "CLOSE_WAIT", [9] = "LAST_ACK",
+    [10] = "LISTEN", [11] = "CLOSING", [12] = "NEW_SYN_RECV" }
 -- IP protocol numbers a drop's flow shows by name.
 local L4PROTO_NAMES = { [1] = "ICMP", [6] = "TCP", [17] = "UDP", [58] = "ICMPv6", [132] = "SCTP" }
 -- Stage numbers by name (STAGE.SENDMSG == 0, ...).
@@ -342,6 +347,26 @@ local F = {
     drop_daddr6 = ProtoField.ipv6("nettrace.drop.daddr6", "Destination address"),
     drop_reason = ProtoField.string("nettrace.drop.reason", "Drop reason"),
     drop_location_sym = ProtoField.string("nettrace.drop.location", "Location"),
+    -- TCP anomaly body (TcpEvent)
+    tcp_mono_ns = ProtoField.uint64("nettrace.tcp.mono_ns", "Monotonic ns (raw kernel stamp)"),
+    tcp_global_ns = ProtoField.uint64("nettrace.tcp.global_ns", "Global ns"),
+    tcp_global_time = ProtoField.absolute_time("nettrace.tcp.global_time", "Global time", base.UTC),
+    tcp_cookie = ProtoField.uint64("nettrace.tcp.cookie", "Socket cookie"),
+    tcp_seq = ProtoField.uint32("nettrace.tcp.seq", "Sequence (first byte)"),
+    tcp_end_seq = ProtoField.uint32("nettrace.tcp.end_seq", "Sequence after the last byte"),
+    tcp_len = ProtoField.uint32("nettrace.tcp.len", "Retransmitted bytes"),
+    tcp_netns = ProtoField.uint32("nettrace.tcp.netns", "Network namespace inode"),
+    tcp_cpu = ProtoField.uint32("nettrace.tcp.cpu", "CPU"),
+    tcp_detail = ProtoField.uint32("nettrace.tcp.detail", "Detail"),
+    tcp_anomaly = ProtoField.uint8("nettrace.tcp.anomaly", "Anomaly", base.DEC, TCP_ANOMALY_NAMES),
+    tcp_family = ProtoField.uint8("nettrace.tcp.family", "Family", base.DEC, FLOW_FAMILY_NAMES),
+    tcp_state = ProtoField.uint8("nettrace.tcp.state", "TCP state", base.DEC, TCP_STATE_NAMES),
+    tcp_sport = ProtoField.uint16("nettrace.tcp.sport", "Local port"),
+    tcp_dport = ProtoField.uint16("nettrace.tcp.dport", "Remote port"),
+    tcp_saddr = ProtoField.ipv4("nettrace.tcp.saddr", "Local address"),
+    tcp_daddr = ProtoField.ipv4("nettrace.tcp.daddr", "Remote address"),
+    tcp_saddr6 = ProtoField.ipv6("nettrace.tcp.saddr6", "Local address"),
+    tcp_daddr6 = ProtoField.ipv6("nettrace.tcp.daddr6", "Remote address"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -372,6 +397,15 @@ local E = {
     -- warning (PI_SEQUENCE, as Wireshark's TCP dissector files lost
     -- segments), never an error.
     drop = ProtoExpert.new("nettrace.drop.expert", "skb dropped by the kernel",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    bad_tcp_anomaly = malformed("bad_tcp_anomaly", "Unknown TCP anomaly"),
+    -- As Wireshark's TCP analysis files them: a retransmission is a note,
+    -- a reset or a full receive buffer a warning (never an error).
+    tcp_retransmit = ProtoExpert.new("nettrace.tcp.retransmit", "TCP retransmission",
+        expert.group.SEQUENCE, expert.severity.NOTE),
+    tcp_reset = ProtoExpert.new("nettrace.tcp.reset", "TCP connection reset",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    tcp_memory = ProtoExpert.new("nettrace.tcp.memory", "Socket receive queue or memory limit hit",
         expert.group.SEQUENCE, expert.severity.WARN),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
@@ -737,6 +771,77 @@ local function dissect_drop(body, tree)
     return summary
 end
 
+-- Decode a TCP anomaly body (at least TCP.body_len bytes). Returns the
+-- one-line summary (the same text as TcpEvent::summary).
+local function dissect_tcp(body, tree)
+    local b = field_reader(body, TCP.fields)
+    local anomaly = b("anomaly"):uint()
+    local family = b("family"):uint()
+    local name = TCP_ANOMALY_NAMES[anomaly]
+    local ok = true
+
+    tree:add_le(F.tcp_mono_ns, b("mono_ns"))
+    tree:add_le(F.tcp_global_ns, b("global_ns"))
+    tree:add_packet_field(F.tcp_global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    local anomaly_item = tree:add(F.tcp_anomaly, b("anomaly"))
+    if name == nil then
+        anomaly_item:add_proto_expert_info(E.bad_tcp_anomaly, "Unknown TCP anomaly " .. anomaly)
+        ok = false
+    end
+    tree:add_le(F.tcp_cookie, b("cookie"))
+    tree:add_le(F.tcp_seq, b("seq"))
+    tree:add_le(F.tcp_end_seq, b("end_seq"))
+    local seq, end_seq = b("seq"):le_uint(), b("end_seq"):le_uint()
+    if name == "RETRANSMIT" then
+        -- modulo 2^32: a range may wrap
+        tree:add(F.tcp_len, b("end_seq"), (end_seq - seq) % 4294967296):set_generated()
+    end
+    tree:add_le(F.tcp_netns, b("netns"))
+    tree:add_le(F.tcp_cpu, b("cpu"))
+    tree:add_le(F.tcp_detail, b("detail"))
+    local family_item = tree:add(F.tcp_family, b("family"))
+    if FLOW_FAMILY_NAMES[family] == nil then
+        family_item:add_proto_expert_info(E.bad_flow_family, "Bad flow family " .. family)
+        ok = false
+    end
+    tree:add(F.tcp_state, b("state"))
+    tree:add_le(F.tcp_sport, b("sport"))
+    tree:add_le(F.tcp_dport, b("dport"))
+    local saddr, daddr
+    if family == 4 then
+        tree:add(F.tcp_saddr, b("saddr")(0, 4))
+        tree:add(F.tcp_daddr, b("daddr")(0, 4))
+        saddr, daddr = tostring(b("saddr")(0, 4):ipv4()), tostring(b("daddr")(0, 4):ipv4())
+    elseif family == 6 then
+        tree:add(F.tcp_saddr6, b("saddr"))
+        tree:add(F.tcp_daddr6, b("daddr"))
+        saddr, daddr = tostring(b("saddr"):ipv6()), tostring(b("daddr"):ipv6())
+    end
+
+    local summary = "TCP " .. (name or "?")
+    if saddr ~= nil then
+        summary = summary .. string.format(" %s > %s", endpoint(saddr, b("sport"):le_uint(), family),
+            endpoint(daddr, b("dport"):le_uint(), family))
+    end
+    if name == "RETRANSMIT" then
+        summary = summary .. string.format(" seq=%d..%d", seq, end_seq)
+    end
+    summary = summary .. string.format(" cookie=%s cpu=%d", tostring(b("cookie"):le_uint64()),
+        b("cpu"):le_uint())
+    if not ok then
+        return summary .. " [Malformed]"
+    end
+    if name == "RETRANSMIT" then
+        tree:add_proto_expert_info(E.tcp_retransmit,
+            string.format("Retransmission of seq %d..%d", seq, end_seq))
+    elseif name == "RESET_SENT" or name == "RESET_RECEIVED" then
+        tree:add_proto_expert_info(E.tcp_reset, "Connection reset: " .. name)
+    else
+        tree:add_proto_expert_info(E.tcp_memory, name)
+    end
+    return summary
+end
+
 -- Known kinds: name, version-1 body length, decoder (body tvb, pinfo,
 -- tree, ctx) -> summary.
 local KINDS = {
@@ -750,6 +855,11 @@ local KINDS = {
         name = DROP.name,
         body_len = DROP.body_len,
         dissect = function(body, _, tree, _) return dissect_drop(body, tree) end,
+    },
+    [KIND.TCP] = {
+        name = TCP.name,
+        body_len = TCP.body_len,
+        dissect = function(body, _, tree, _) return dissect_tcp(body, tree) end,
     },
 }
 
