@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config bpftool tshark
-          iperf3 iproute2 util-linux ethtool linuxptp
+          iperf3 iproute2 util-linux ethtool linuxptp nftables
           # bench/: libbpf-dev for the reference BPF programs compiled
           # outside cargo (bpf/bpf_helpers.h; libbpf-sys vendors its own
           # copy off the include path), python3 and procps (sysctl, pkill)

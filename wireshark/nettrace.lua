@@ -88,7 +88,7 @@ local LAYOUT = {
         },
         order = { "kind", "len" },
     },
-    kind = { TX = 1, CLOCK = 2 },
+    kind = { TX = 1, CLOCK = 2, DROP = 4, TCP = 5 },
     kinds = {
         [1] = {
             name = "TX",
@@ -131,12 +131,60 @@ local LAYOUT = {
             },
             order = { "mono_ns", "global_ns", "ref_ns", "offset_ns", "freq_ppb", "delay_ns", "uncertainty_ns", "error_estimate_ns", "source", "state" },
         },
+        [4] = {
+            name = "DROP",
+            body_len = 164,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                location = { offset = 16, size = 8, type = "u64" },
+                reason = { offset = 24, size = 4, type = "u32" },
+                netns = { offset = 28, size = 4, type = "u32" },
+                ifindex = { offset = 32, size = 4, type = "u32" },
+                cpu = { offset = 36, size = 4, type = "u32" },
+                len = { offset = 40, size = 4, type = "u32" },
+                protocol = { offset = 44, size = 2, type = "u16" },
+                family = { offset = 46, size = 1, type = "u8", names = "FlowFamily" },
+                l4proto = { offset = 47, size = 1, type = "u8" },
+                sport = { offset = 48, size = 2, type = "u16" },
+                dport = { offset = 50, size = 2, type = "u16" },
+                saddr = { offset = 52, size = 16, type = "addr" },
+                daddr = { offset = 68, size = 16, type = "addr" },
+                reason_name = { offset = 84, size = 32, type = "comm" },
+                location_sym = { offset = 116, size = 48, type = "comm" },
+            },
+            order = { "mono_ns", "global_ns", "location", "reason", "netns", "ifindex", "cpu", "len", "protocol", "family", "l4proto", "sport", "dport", "saddr", "daddr", "reason_name", "location_sym" },
+        },
+        [5] = {
+            name = "TCP",
+            body_len = 83,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                cookie = { offset = 16, size = 8, type = "u64" },
+                seq = { offset = 24, size = 4, type = "u32" },
+                end_seq = { offset = 28, size = 4, type = "u32" },
+                netns = { offset = 32, size = 4, type = "u32" },
+                cpu = { offset = 36, size = 4, type = "u32" },
+                detail = { offset = 40, size = 4, type = "u32" },
+                anomaly = { offset = 44, size = 1, type = "u8", names = "TcpAnomaly" },
+                family = { offset = 45, size = 1, type = "u8", names = "FlowFamily" },
+                state = { offset = 46, size = 1, type = "u8" },
+                sport = { offset = 47, size = 2, type = "u16" },
+                dport = { offset = 49, size = 2, type = "u16" },
+                saddr = { offset = 51, size = 16, type = "addr" },
+                daddr = { offset = 67, size = 16, type = "addr" },
+            },
+            order = { "mono_ns", "global_ns", "cookie", "seq", "end_seq", "netns", "cpu", "detail", "anomaly", "family", "state", "sport", "dport", "saddr", "daddr" },
+        },
     },
     names = {
         TxStage = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" },
         ClockSource = { [0] = "system", [1] = "phc", [2] = "sink" },
         ClockState = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" },
         Family = { [4] = "IPv4", [6] = "IPv6" },
+        FlowFamily = { [0] = "none", [4] = "IPv4", [6] = "IPv6" },
+        TcpAnomaly = { [0] = "RETRANSMIT", [1] = "RESET_SENT", [2] = "RESET_RECEIVED", [3] = "RCVQUEUE_FULL", [4] = "EXCEED_BUF_LIMIT" },
     },
 }
 -- END GENERATED LAYOUT
@@ -154,12 +202,21 @@ local RECORD_HEADER_LEN = LAYOUT.record_header_len
 local KIND = LAYOUT.kind
 local TX = LAYOUT.kinds[KIND.TX]
 local CLOCK = LAYOUT.kinds[KIND.CLOCK]
+local DROP = LAYOUT.kinds[KIND.DROP]
+local TCP = LAYOUT.kinds[KIND.TCP]
 local DEFAULT_UDP_PORT = 7420
 
 local STAGE_NAMES = LAYOUT.names.TxStage
 local CLOCK_SOURCE_NAMES = LAYOUT.names.ClockSource
 local CLOCK_STATE_NAMES = LAYOUT.names.ClockState
 local FAMILY_NAMES = LAYOUT.names.Family
+local FLOW_FAMILY_NAMES = LAYOUT.names.FlowFamily
+local TCP_ANOMALY_NAMES = LAYOUT.names.TcpAnomaly
+local TCP_STATE_NAMES = { [1] = "ESTABLISHED", [2] = "SYN_SENT", [3] = "SYN_RECV", [4] = "FIN_WAIT1",
+    [5] = "FIN_WAIT2", [6] = "TIME_WAIT", [7] = "CLOSE", [8] = "CLOSE_WAIT", [9] = "LAST_ACK",
+    [10] = "LISTEN", [11] = "CLOSING", [12] = "NEW_SYN_RECV" }
+-- IP protocol numbers a drop's flow shows by name.
+local L4PROTO_NAMES = { [1] = "ICMP", [6] = "TCP", [17] = "UDP", [58] = "ICMPv6", [132] = "SCTP" }
 -- Stage numbers by name (STAGE.SENDMSG == 0, ...).
 local STAGE = {}
 for v, name in pairs(STAGE_NAMES) do
@@ -269,6 +326,47 @@ local F = {
     clock_ev_state = ProtoField.uint8("nettrace.clock.state", "Servo state", base.DEC, CLOCK_STATE_NAMES),
     -- generated: what a reader adds to mono_ns to get the reference time
     clock_ref_minus_mono = ProtoField.int64("nettrace.clock.ref_minus_mono_ns", "ref_ns - mono_ns"),
+    -- skb drop body (DropEvent)
+    drop_mono_ns = ProtoField.uint64("nettrace.drop.mono_ns", "Monotonic ns (raw kernel stamp)"),
+    drop_global_ns = ProtoField.uint64("nettrace.drop.global_ns", "Global ns"),
+    drop_global_time = ProtoField.absolute_time("nettrace.drop.global_time", "Global time", base.UTC),
+    drop_location = ProtoField.uint64("nettrace.drop.location_addr", "Location address", base.HEX),
+    drop_reason_code = ProtoField.uint32("nettrace.drop.reason_code", "Drop reason number (sender's kernel)"),
+    drop_netns = ProtoField.uint32("nettrace.drop.netns", "Network namespace inode"),
+    drop_ifindex = ProtoField.uint32("nettrace.drop.ifindex", "Interface index"),
+    drop_cpu = ProtoField.uint32("nettrace.drop.cpu", "CPU"),
+    drop_len = ProtoField.uint32("nettrace.drop.len", "skb length"),
+    drop_protocol = ProtoField.uint16("nettrace.drop.protocol", "skb protocol (EtherType)", base.HEX),
+    drop_family = ProtoField.uint8("nettrace.drop.family", "Family", base.DEC, FLOW_FAMILY_NAMES),
+    drop_l4proto = ProtoField.uint8("nettrace.drop.l4proto", "IP protocol", base.DEC, L4PROTO_NAMES),
+    drop_sport = ProtoField.uint16("nettrace.drop.sport", "Source port"),
+    drop_dport = ProtoField.uint16("nettrace.drop.dport", "Destination port"),
+    drop_saddr = ProtoField.ipv4("nettrace.drop.saddr", "Source address"),
+    drop_daddr = ProtoField.ipv4("nettrace.drop.daddr", "Destination address"),
+    drop_saddr6 = ProtoField.ipv6("nettrace.drop.saddr6", "Source address"),
+    drop_daddr6 = ProtoField.ipv6("nettrace.drop.daddr6", "Destination address"),
+    drop_reason = ProtoField.string("nettrace.drop.reason", "Drop reason"),
+    drop_location_sym = ProtoField.string("nettrace.drop.location", "Location"),
+    -- TCP anomaly body (TcpEvent)
+    tcp_mono_ns = ProtoField.uint64("nettrace.tcp.mono_ns", "Monotonic ns (raw kernel stamp)"),
+    tcp_global_ns = ProtoField.uint64("nettrace.tcp.global_ns", "Global ns"),
+    tcp_global_time = ProtoField.absolute_time("nettrace.tcp.global_time", "Global time", base.UTC),
+    tcp_cookie = ProtoField.uint64("nettrace.tcp.cookie", "Socket cookie"),
+    tcp_seq = ProtoField.uint32("nettrace.tcp.seq", "Sequence (first byte)"),
+    tcp_end_seq = ProtoField.uint32("nettrace.tcp.end_seq", "Sequence after the last byte"),
+    tcp_len = ProtoField.uint32("nettrace.tcp.len", "Retransmitted bytes"),
+    tcp_netns = ProtoField.uint32("nettrace.tcp.netns", "Network namespace inode"),
+    tcp_cpu = ProtoField.uint32("nettrace.tcp.cpu", "CPU"),
+    tcp_detail = ProtoField.uint32("nettrace.tcp.detail", "Detail"),
+    tcp_anomaly = ProtoField.uint8("nettrace.tcp.anomaly", "Anomaly", base.DEC, TCP_ANOMALY_NAMES),
+    tcp_family = ProtoField.uint8("nettrace.tcp.family", "Family", base.DEC, FLOW_FAMILY_NAMES),
+    tcp_state = ProtoField.uint8("nettrace.tcp.state", "TCP state", base.DEC, TCP_STATE_NAMES),
+    tcp_sport = ProtoField.uint16("nettrace.tcp.sport", "Local port"),
+    tcp_dport = ProtoField.uint16("nettrace.tcp.dport", "Remote port"),
+    tcp_saddr = ProtoField.ipv4("nettrace.tcp.saddr", "Local address"),
+    tcp_daddr = ProtoField.ipv4("nettrace.tcp.daddr", "Remote address"),
+    tcp_saddr6 = ProtoField.ipv6("nettrace.tcp.saddr6", "Local address"),
+    tcp_daddr6 = ProtoField.ipv6("nettrace.tcp.daddr6", "Remote address"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -294,6 +392,21 @@ local E = {
     bad_family = malformed("bad_family", "Address family is neither 4 nor 6"),
     bad_clock_source = malformed("bad_clock_source", "Unknown clock source"),
     bad_clock_state = malformed("bad_clock_state", "Unknown clock servo state"),
+    bad_flow_family = malformed("bad_flow_family", "Flow family is neither 0, 4 nor 6"),
+    -- A drop is what a reader looks for, not a fault of the trace: a
+    -- warning (PI_SEQUENCE, as Wireshark's TCP dissector files lost
+    -- segments), never an error.
+    drop = ProtoExpert.new("nettrace.drop.expert", "skb dropped by the kernel",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    bad_tcp_anomaly = malformed("bad_tcp_anomaly", "Unknown TCP anomaly"),
+    -- As Wireshark's TCP analysis files them: a retransmission is a note,
+    -- a reset or a full receive buffer a warning (never an error).
+    tcp_retransmit = ProtoExpert.new("nettrace.tcp.retransmit", "TCP retransmission",
+        expert.group.SEQUENCE, expert.severity.NOTE),
+    tcp_reset = ProtoExpert.new("nettrace.tcp.reset", "TCP connection reset",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    tcp_memory = ProtoExpert.new("nettrace.tcp.memory", "Socket receive queue or memory limit hit",
+        expert.group.SEQUENCE, expert.severity.WARN),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
 }
@@ -687,6 +800,159 @@ local function dissect_clock(body, tree)
     return summary
 end
 
+-- A NUL-padded text field: adds `field` with the bytes before the first NUL
+-- and returns that text.
+local function add_padded(tree, field, range)
+    local n = range:raw():find("\0", 1, true)
+    n = n and n - 1 or range:len()
+    if n == 0 then
+        tree:add(field, range, "")
+        return ""
+    end
+    tree:add_packet_field(field, range(0, n), ENC_UTF_8)
+    return range(0, n):string(ENC_UTF_8)
+end
+
+-- "0x..." of a UInt64 without leading zeros (Rust's {:#x}).
+local function hex64(v)
+    local h = v:tohex():gsub("^0+", "")
+    return "0x" .. (h == "" and "0" or h)
+end
+
+-- Decode a drop body (at least DROP.body_len bytes). Returns the one-line
+-- summary (the same text as the sink's pcapng comment, DropEvent::summary).
+local function dissect_drop(body, pinfo, tree, ctx)
+    local b = field_reader(body, DROP.fields)
+    flow_columns(pinfo, tree, ctx, b)
+    local family = b("family"):uint()
+    local ok = true
+
+    tree:add_le(F.drop_mono_ns, b("mono_ns"))
+    tree:add_le(F.drop_global_ns, b("global_ns"))
+    tree:add_packet_field(F.drop_global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    local reason = add_padded(tree, F.drop_reason, b("reason_name"))
+    local code = b("reason"):le_uint()
+    tree:add_le(F.drop_reason_code, b("reason"))
+    local loc = add_padded(tree, F.drop_location_sym, b("location_sym"))
+    tree:add_le(F.drop_location, b("location"))
+    tree:add_le(F.drop_netns, b("netns"))
+    tree:add_le(F.drop_ifindex, b("ifindex"))
+    tree:add_le(F.drop_cpu, b("cpu"))
+    tree:add_le(F.drop_len, b("len"))
+    tree:add_le(F.drop_protocol, b("protocol"))
+    local family_item = tree:add(F.drop_family, b("family"))
+    if FLOW_FAMILY_NAMES[family] == nil then
+        family_item:add_proto_expert_info(E.bad_flow_family, "Bad flow family " .. family)
+        ok = false
+    end
+    local l4 = b("l4proto"):uint()
+    tree:add(F.drop_l4proto, b("l4proto"))
+    tree:add_le(F.drop_sport, b("sport"))
+    tree:add_le(F.drop_dport, b("dport"))
+    local saddr, daddr
+    if family == 4 then
+        tree:add(F.drop_saddr, b("saddr")(0, 4))
+        tree:add(F.drop_daddr, b("daddr")(0, 4))
+        saddr, daddr = tostring(b("saddr")(0, 4):ipv4()), tostring(b("daddr")(0, 4):ipv4())
+    elseif family == 6 then
+        tree:add(F.drop_saddr6, b("saddr"))
+        tree:add(F.drop_daddr6, b("daddr"))
+        saddr, daddr = tostring(b("saddr"):ipv6()), tostring(b("daddr"):ipv6())
+    end
+
+    if reason == "" then
+        reason = "reason " .. code
+    end
+    if loc == "" then
+        loc = hex64(b("location"):le_uint64())
+    end
+    local summary = string.format("DROP %s at %s", reason, loc)
+    if saddr ~= nil then
+        local proto_name = (l4 == 6 and "TCP") or (l4 == 17 and "UDP") or ("proto " .. l4)
+        summary = summary .. string.format(" %s %s > %s", proto_name,
+            endpoint(saddr, b("sport"):le_uint(), family), endpoint(daddr, b("dport"):le_uint(), family))
+    end
+    summary = summary .. string.format(" len=%d ifindex=%d cpu=%d",
+        b("len"):le_uint(), b("ifindex"):le_uint(), b("cpu"):le_uint())
+    if not ok then
+        return summary .. " [Malformed]"
+    end
+    tree:add_proto_expert_info(E.drop, string.format("Dropped: %s at %s", reason, loc))
+    return summary
+end
+
+-- Decode a TCP anomaly body (at least TCP.body_len bytes). Returns the
+-- one-line summary (the same text as TcpEvent::summary).
+local function dissect_tcp(body, pinfo, tree, ctx)
+    local b = field_reader(body, TCP.fields)
+    flow_columns(pinfo, tree, ctx, b)
+    local anomaly = b("anomaly"):uint()
+    local family = b("family"):uint()
+    local name = TCP_ANOMALY_NAMES[anomaly]
+    local ok = true
+
+    tree:add_le(F.tcp_mono_ns, b("mono_ns"))
+    tree:add_le(F.tcp_global_ns, b("global_ns"))
+    tree:add_packet_field(F.tcp_global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    local anomaly_item = tree:add(F.tcp_anomaly, b("anomaly"))
+    if name == nil then
+        anomaly_item:add_proto_expert_info(E.bad_tcp_anomaly, "Unknown TCP anomaly " .. anomaly)
+        ok = false
+    end
+    tree:add_le(F.tcp_cookie, b("cookie"))
+    tree:add_le(F.tcp_seq, b("seq"))
+    tree:add_le(F.tcp_end_seq, b("end_seq"))
+    local seq, end_seq = b("seq"):le_uint(), b("end_seq"):le_uint()
+    if name == "RETRANSMIT" then
+        -- modulo 2^32: a range may wrap
+        tree:add(F.tcp_len, b("end_seq"), (end_seq - seq) % 4294967296):set_generated()
+    end
+    tree:add_le(F.tcp_netns, b("netns"))
+    tree:add_le(F.tcp_cpu, b("cpu"))
+    tree:add_le(F.tcp_detail, b("detail"))
+    local family_item = tree:add(F.tcp_family, b("family"))
+    if FLOW_FAMILY_NAMES[family] == nil then
+        family_item:add_proto_expert_info(E.bad_flow_family, "Bad flow family " .. family)
+        ok = false
+    end
+    tree:add(F.tcp_state, b("state"))
+    tree:add_le(F.tcp_sport, b("sport"))
+    tree:add_le(F.tcp_dport, b("dport"))
+    local saddr, daddr
+    if family == 4 then
+        tree:add(F.tcp_saddr, b("saddr")(0, 4))
+        tree:add(F.tcp_daddr, b("daddr")(0, 4))
+        saddr, daddr = tostring(b("saddr")(0, 4):ipv4()), tostring(b("daddr")(0, 4):ipv4())
+    elseif family == 6 then
+        tree:add(F.tcp_saddr6, b("saddr"))
+        tree:add(F.tcp_daddr6, b("daddr"))
+        saddr, daddr = tostring(b("saddr"):ipv6()), tostring(b("daddr"):ipv6())
+    end
+
+    local summary = "TCP " .. (name or "?")
+    if saddr ~= nil then
+        summary = summary .. string.format(" %s > %s", endpoint(saddr, b("sport"):le_uint(), family),
+            endpoint(daddr, b("dport"):le_uint(), family))
+    end
+    if name == "RETRANSMIT" then
+        summary = summary .. string.format(" seq=%d..%d", seq, end_seq)
+    end
+    summary = summary .. string.format(" cookie=%s cpu=%d", tostring(b("cookie"):le_uint64()),
+        b("cpu"):le_uint())
+    if not ok then
+        return summary .. " [Malformed]"
+    end
+    if name == "RETRANSMIT" then
+        tree:add_proto_expert_info(E.tcp_retransmit,
+            string.format("Retransmission of seq %d..%d", seq, end_seq))
+    elseif name == "RESET_SENT" or name == "RESET_RECEIVED" then
+        tree:add_proto_expert_info(E.tcp_reset, "Connection reset: " .. name)
+    else
+        tree:add_proto_expert_info(E.tcp_memory, name)
+    end
+    return summary
+end
+
 -- Known kinds: name, version-1 body length, decoder (body tvb, pinfo,
 -- tree, ctx) -> summary.
 local KINDS = {
@@ -695,6 +961,16 @@ local KINDS = {
         name = CLOCK.name,
         body_len = CLOCK.body_len,
         dissect = function(body, _, tree, _) return dissect_clock(body, tree) end,
+    },
+    [KIND.DROP] = {
+        name = DROP.name,
+        body_len = DROP.body_len,
+        dissect = dissect_drop,
+    },
+    [KIND.TCP] = {
+        name = TCP.name,
+        body_len = TCP.body_len,
+        dissect = dissect_tcp,
     },
 }
 

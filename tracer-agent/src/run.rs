@@ -18,7 +18,7 @@ use crate::probes::{
 };
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
-use tracer_codec::{ClockState, TxEvent};
+use tracer_codec::{ClockState, DropEvent, TcpEvent, TxEvent};
 
 /// How often BPF counters (losses) are read.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
@@ -272,6 +272,16 @@ impl Collector for ToPipeline<'_> {
 
     fn tx(&mut self, ev: &TxEvent) {
         self.p.push(ev);
+    }
+
+    fn skb_drop(&mut self, ev: &DropEvent) {
+        self.p.stats.drop_events += 1;
+        self.p.push_event(ev);
+    }
+
+    fn tcp(&mut self, ev: &TcpEvent) {
+        self.p.stats.tcp_events += 1;
+        self.p.push_event(ev);
     }
 
     fn bad_record(&mut self, probe: &'static str, err: RecordError) {

@@ -13,6 +13,10 @@ pub struct AgentStats {
     pub events_by_stage: [u64; TxStage::ALL.len()],
     /// Clock updates sent.
     pub clock_events: u64,
+    /// skb drop events read from the drops probe.
+    pub drop_events: u64,
+    /// TCP anomaly events read from the tcp probe.
+    pub tcp_events: u64,
     /// Records the probe overwrote before the agent read them (lost).
     pub ring_overruns: u64,
     /// Probe records the agent refused (undecodable, or a stage, family or
@@ -64,6 +68,8 @@ impl AgentStats {
             ));
         }
         s.push_str(&format!("  clock       {:>12}\n", self.clock_events));
+        s.push_str(&format!("  drop        {:>12}\n", self.drop_events));
+        s.push_str(&format!("  tcp anomaly {:>12}\n", self.tcp_events));
         s.push_str(&format!(
             "  tx total    {:>12}\nlosses:\n  ring overrun{:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
             self.events(),

@@ -10,6 +10,10 @@ pub enum EventKind {
     Tx,
     /// A clock update of the agent's global clock ([`ClockEvent`]).
     Clock,
+    /// An skb dropped by the kernel ([`DropEvent`](crate::DropEvent)).
+    Drop,
+    /// A TCP anomaly ([`TcpEvent`](crate::TcpEvent)).
+    Tcp,
     /// Any kind this build does not know.
     Unknown(u16),
 }
@@ -19,12 +23,18 @@ impl EventKind {
     pub const TX: u16 = 1;
     /// Kind number of [`ClockEvent`] records.
     pub const CLOCK: u16 = 2;
+    /// Kind number of [`DropEvent`](crate::DropEvent) records.
+    pub const DROP: u16 = 4;
+    /// Kind number of [`TcpEvent`](crate::TcpEvent) records.
+    pub const TCP: u16 = 5;
 
     /// Kind from its wire number.
     pub fn from_u16(v: u16) -> Self {
         match v {
             Self::TX => EventKind::Tx,
             Self::CLOCK => EventKind::Clock,
+            Self::DROP => EventKind::Drop,
+            Self::TCP => EventKind::Tcp,
             other => EventKind::Unknown(other),
         }
     }
@@ -34,6 +44,8 @@ impl EventKind {
         match self {
             EventKind::Tx => Self::TX,
             EventKind::Clock => Self::CLOCK,
+            EventKind::Drop => Self::DROP,
+            EventKind::Tcp => Self::TCP,
             EventKind::Unknown(v) => v,
         }
     }
@@ -285,6 +297,10 @@ pub enum Event {
     Tx(TxEvent),
     /// A clock update.
     Clock(ClockEvent),
+    /// A dropped skb.
+    Drop(crate::DropEvent),
+    /// A TCP anomaly.
+    Tcp(crate::TcpEvent),
     /// A kind this build does not know; kept as its raw body length.
     Unknown {
         /// Wire kind number.
@@ -300,6 +316,8 @@ impl Event {
         match self {
             Event::Tx(_) => EventKind::Tx,
             Event::Clock(_) => EventKind::Clock,
+            Event::Drop(_) => EventKind::Drop,
+            Event::Tcp(_) => EventKind::Tcp,
             Event::Unknown { kind, .. } => EventKind::Unknown(*kind),
         }
     }
@@ -309,6 +327,8 @@ impl Event {
         match self {
             Event::Tx(e) => Some(e.global_ns),
             Event::Clock(e) => Some(e.global_ns),
+            Event::Drop(e) => Some(e.global_ns),
+            Event::Tcp(e) => Some(e.global_ns),
             Event::Unknown { .. } => None,
         }
     }
@@ -318,6 +338,8 @@ impl Event {
         match self {
             Event::Tx(e) => e.summary(),
             Event::Clock(e) => e.summary(),
+            Event::Drop(e) => e.summary(),
+            Event::Tcp(e) => e.summary(),
             Event::Unknown { kind, len } => format!("unknown event kind {kind} ({len} bytes)"),
         }
     }

@@ -417,7 +417,12 @@ pub const RECORD_HEADER: [Field; 2] = place([
 ]);
 
 /// Every event kind this build knows, in kind order.
-pub const EVENTS: &[EventLayout] = &[TxEvent::LAYOUT, ClockEvent::LAYOUT];
+pub const EVENTS: &[EventLayout] = &[
+    TxEvent::LAYOUT,
+    ClockEvent::LAYOUT,
+    crate::drop::DropEvent::LAYOUT,
+    crate::tcp::TcpEvent::LAYOUT,
+];
 
 /// Every enum name table the layouts use.
 pub const NAME_TABLES: &[&NameTable] = &[
@@ -425,6 +430,8 @@ pub const NAME_TABLES: &[&NameTable] = &[
     &ClockSource::NAMES,
     &ClockState::NAMES,
     &FAMILY,
+    &crate::drop::FLOW_FAMILY,
+    &crate::tcp::TcpAnomaly::NAMES,
 ];
 
 const _: () = assert!(fields_len(DATAGRAM_HEADER.fields) == HEADER_FIXED_LEN);
@@ -721,10 +728,18 @@ mod tests {
     fn event_tables_match_what_bincode_encodes() {
         check_against_bincode::<TxEvent>(&TxEvent::LAYOUT, TxEvent::field_bytes);
         check_against_bincode::<ClockEvent>(&ClockEvent::LAYOUT, ClockEvent::field_bytes);
+        check_against_bincode::<crate::DropEvent>(
+            &crate::DropEvent::LAYOUT,
+            crate::DropEvent::field_bytes,
+        );
+        check_against_bincode::<crate::TcpEvent>(
+            &crate::TcpEvent::LAYOUT,
+            crate::TcpEvent::field_bytes,
+        );
         let mut b = Vec::new();
         TxEvent::default().encode_body(&mut b);
         assert_eq!(b.len(), TxEvent::BODY_LEN);
-        assert_eq!(EVENTS.len(), 2);
+        assert_eq!(EVENTS.len(), 4);
         for (i, e) in EVENTS.iter().enumerate() {
             assert_eq!(fields_len(e.fields), e.body_len);
             assert!(i == 0 || EVENTS[i - 1].kind < e.kind, "kind order");
@@ -782,6 +797,8 @@ mod tests {
     fn fixed_offset_decoder_matches_bincode() {
         check_decoder(&TxEvent::LAYOUT, TxEvent::decode_body);
         check_decoder(&ClockEvent::LAYOUT, ClockEvent::decode_body);
+        check_decoder(&crate::DropEvent::LAYOUT, crate::DropEvent::decode_body);
+        check_decoder(&crate::TcpEvent::LAYOUT, crate::TcpEvent::decode_body);
     }
 
     #[test]

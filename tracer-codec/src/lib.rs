@@ -10,14 +10,18 @@
 mod macros;
 
 pub mod capture;
+pub mod drop;
 pub mod error;
 pub mod event;
 pub mod layout;
+pub mod tcp;
 pub mod wire;
 
 pub use capture::{CaptureRecord, CAPTURE_VERSION};
+pub use drop::{DropEvent, FLOW_FAMILY};
 pub use error::{DecodeError, HostnameError};
 pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
+pub use tcp::{TcpAnomaly, TcpEvent};
 pub use wire::{
     Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView, RawRecord,
     RecordIter, RecordView, HEADER_FIXED_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN,

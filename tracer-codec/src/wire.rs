@@ -16,8 +16,10 @@
 //! datagram in place without allocating (the sink's receive path), and
 //! [`Datagram::decode`] builds owned events on top of it.
 
+use crate::drop::DropEvent;
 use crate::error::{DecodeError, HostnameError};
 use crate::event::{ClockEvent, Event, EventKind, TxEvent};
+use crate::tcp::TcpEvent;
 
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"NTRC";
@@ -209,6 +211,8 @@ impl RawRecord<'_> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(Event::Tx),
             EventKind::Clock => ClockEvent::decode_body(self.body).map(Event::Clock),
+            EventKind::Drop => DropEvent::decode_body(self.body).map(Event::Drop),
+            EventKind::Tcp => TcpEvent::decode_body(self.body).map(Event::Tcp),
             EventKind::Unknown(kind) => Ok(Event::Unknown {
                 kind,
                 len: self.body.len(),
@@ -223,6 +227,8 @@ impl RawRecord<'_> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Clock => ClockEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
+            EventKind::Drop => DropEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
+            EventKind::Tcp => TcpEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Unknown(_) => Ok(None),
         }
     }
@@ -246,12 +252,16 @@ pub struct RecordView<'a> {
 /// Offset of `global_ns` in the bodies of the kinds that have one.
 const TX_GLOBAL_NS: usize = crate::layout::field_offset(TxEvent::LAYOUT.fields, "global_ns");
 const CLOCK_GLOBAL_NS: usize = crate::layout::field_offset(ClockEvent::LAYOUT.fields, "global_ns");
+const DROP_GLOBAL_NS: usize = crate::layout::field_offset(DropEvent::LAYOUT.fields, "global_ns");
+const TCP_GLOBAL_NS: usize = crate::layout::field_offset(TcpEvent::LAYOUT.fields, "global_ns");
 
 /// `global_ns` of a body already validated for its kind, read in place.
 fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
     let at = match EventKind::from_u16(kind) {
         EventKind::Tx => TX_GLOBAL_NS,
         EventKind::Clock => CLOCK_GLOBAL_NS,
+        EventKind::Drop => DROP_GLOBAL_NS,
+        EventKind::Tcp => TCP_GLOBAL_NS,
         EventKind::Unknown(_) => return None,
     };
     body.get(at..at + 8)

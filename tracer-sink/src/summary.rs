@@ -261,5 +261,27 @@ mod tests {
         out.clear();
         s.summarize_record(&rec, &mut out);
         assert_eq!(out, ck.summary().into_bytes());
+        // A drop record: the codec's summary, reason and location by name.
+        let dr = tracer_codec::DropEvent {
+            reason: 3,
+            family: 4,
+            l4proto: 17,
+            dport: 9,
+            reason_name: tracer_codec::drop::padded("NO_SOCKET"),
+            location_sym: tracer_codec::drop::padded("__udp4_lib_rcv+0x5c1"),
+            ..Default::default()
+        };
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&EventKind::DROP.to_le_bytes());
+        rec.extend_from_slice(&(tracer_codec::DropEvent::BODY_LEN as u16).to_le_bytes());
+        dr.encode_body(&mut rec);
+        out.clear();
+        s.summarize_record(&rec, &mut out);
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(text, dr.summary());
+        assert!(
+            text.starts_with("DROP NO_SOCKET at __udp4_lib_rcv+0x5c1 UDP"),
+            "{text}"
+        );
     }
 }

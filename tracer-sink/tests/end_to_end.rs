@@ -136,6 +136,8 @@ async fn three_agents_round_trip() {
                 assert_eq!(epb_comment(e), Some(want.summary()));
             }
             Event::Clock(c) => panic!("no clock event was sent: {c:?}"),
+            Event::Drop(d) => panic!("no drop event was sent: {d:?}"),
+            Event::Tcp(t) => panic!("no tcp event was sent: {t:?}"),
             Event::Unknown { kind, len } => {
                 unknown_seen += 1;
                 assert_eq!((kind, len), (99, 33));

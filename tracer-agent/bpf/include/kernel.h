@@ -124,19 +124,61 @@ typedef struct {
 	struct net *net;
 } possible_net_t;
 
+struct in6_addr {
+	union {
+		__u8 u6_addr8[16];
+	} in6_u;
+} __attribute__((preserve_access_index));
+
+enum sk_rst_reason {
+	SK_RST_REASON_NOT_SPECIFIED = 0,
+};
+
+struct proto;
+
 struct sock_common {
+	__be32 skc_daddr;
+	__be32 skc_rcv_saddr;
+	__be16 skc_dport;
+	__u16 skc_num;
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
 	possible_net_t skc_net;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));
 
 struct sock {
 	struct sock_common __sk_common;
 } __attribute__((preserve_access_index));
 
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
 struct sk_buff {
+	struct net_device *dev;
+	struct sock *sk;
 	unsigned char *head;
 	unsigned int end;	/* offset from head on 64-bit kernels */
+	unsigned int len;
+	__be16 protocol;
+	__u16 network_header;	/* offset from head */
 	char cb[48];
 } __attribute__((preserve_access_index));
+
+/* skb:kfree_skb's reason values the probe filters on (not a name table:
+ * names come from the running kernel's BTF in user space). */
+enum skb_drop_reason {
+	SKB_NOT_DROPPED_YET = 0,
+	SKB_CONSUMED = 1,
+};
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
 
 struct skb_shared_info {
 	__u32 tskey;

@@ -20,6 +20,8 @@ struct record_hdr {
 
 enum record_kind {
 	RECORD_TX = 1,
+	RECORD_DROP = 3,
+	RECORD_TCP = 4,
 };
 
 /* Values of tx_record.stage; the same numbers as on the wire. */
@@ -63,6 +65,74 @@ enum counter {
 	CTR_SENDMSG_SEEN = 4,	/* sendmsg calls seen while sampling */
 	CTR_SAMPLE_LEFT = 5,	/* sendmsg calls to skip before the next tag */
 	CTR_MAX = 6,
+};
+
+/* One skb freed with a drop reason (skb:kfree_skb), in the traced netns. */
+struct drop_record {
+	struct record_hdr hdr;
+	__u64 mono_ns;		/* bpf_ktime_get_ns() */
+	__u64 location;		/* kernel address that freed it (tracepoint's location) */
+	__u32 reason;		/* enum skb_drop_reason, as the kernel numbers it */
+	__u32 netns;		/* netns inode (device's, else socket's) */
+	__u32 ifindex;		/* skb->dev's ifindex, 0 without a device */
+	__u32 cpu;
+	__u32 len;		/* skb->len */
+	__u16 protocol;		/* skb->protocol, host order (0x0800 IPv4, 0x86dd IPv6) */
+	__u8 family;		/* 4, 6, or 0 when not IP (flow fields are then 0) */
+	__u8 l4proto;		/* IP protocol (6 TCP, 17 UDP, ...), 0 when not IP */
+	__u16 sport;		/* host order; 0 unless TCP or UDP */
+	__u16 dport;		/* host order */
+	__u32 _pad;
+	__u8 saddr[16];		/* IPv4 in the first 4 bytes, or IPv6 */
+	__u8 daddr[16];
+};
+
+/* Indexes of the drops probe's per-CPU counter array `counters`. */
+enum drop_counter {
+	DROP_CTR_LOST = 0,	/* no slot could be had: events lost */
+	DROP_CTR_SEEN = 1,	/* kfree_skb calls with a drop reason, any netns */
+	DROP_CTR_NO_NETNS = 2,	/* skbs with neither device nor socket: not attributable */
+	DROP_CTR_MAX = 3,
+};
+
+/* Values of tcp_record.anomaly; the same numbers as on the wire. */
+enum tcp_anomaly {
+	TCP_RETRANSMIT = 0,	/* tcp:tcp_retransmit_skb */
+	TCP_RESET_SENT = 1,	/* tcp:tcp_send_reset */
+	TCP_RESET_RECEIVED = 2,	/* tcp:tcp_receive_reset */
+	TCP_RCVQUEUE_FULL = 3,	/* sock:sock_rcvqueue_full */
+	TCP_EXCEED_BUF_LIMIT = 4,	/* sock:sock_exceed_buf_limit */
+	TCP_ANOMALY_MAX = 5,	/* number of anomalies, not one */
+};
+
+/* One TCP (or socket memory) anomaly, from the socket's point of view:
+ * saddr/sport local, daddr/dport remote. */
+struct tcp_record {
+	struct record_hdr hdr;
+	__u64 mono_ns;		/* bpf_ktime_get_ns() */
+	__u64 cookie;		/* socket cookie, 0 without a socket */
+	__u32 seq;		/* RETRANSMIT: first sequence number of the skb */
+	__u32 end_seq;		/* RETRANSMIT: sequence number after its last byte */
+	__u32 netns;
+	__u32 cpu;
+	__u32 detail;		/* per anomaly: retransmit err, reset reason,
+				 * length of the skb that did not fit, or
+				 * SK_MEM_SEND(0)/SK_MEM_RECV(1) */
+	__u8 anomaly;		/* enum tcp_anomaly */
+	__u8 family;		/* 4, 6, or 0 when unknown */
+	__u8 state;		/* TCP state (TCP_ESTABLISHED = 1, ...), 0 without a socket */
+	__u8 _pad;
+	__u16 sport;		/* local port, host order */
+	__u16 dport;		/* remote port, host order */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u32 _pad2;		/* explicit tail padding to 8 bytes */
+};
+
+/* Indexes of the tcp probe's per-CPU counter array `counters`. */
+enum tcp_counter {
+	TCP_CTR_LOST = 0,	/* no slot could be had: events lost */
+	TCP_CTR_MAX = 1,
 };
 
 #endif /* TRACER_H */

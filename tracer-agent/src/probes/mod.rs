@@ -13,17 +13,19 @@ use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
 use libbpf_rs::OpenObject;
-use tracer_codec::TxEvent;
+use tracer_codec::{DropEvent, TcpEvent, TxEvent};
 
 use crate::preflight::PreflightError;
 
+pub mod drops;
 pub mod slots;
+pub mod tcp;
 pub mod tx;
 
 pub use slots::Drained;
 
 /// Every probe this agent knows, in the order they are listed and loaded.
-pub static PROBES: &[ProbeSpec] = &[tx::SPEC];
+pub static PROBES: &[ProbeSpec] = &[tx::SPEC, drops::SPEC, tcp::SPEC];
 
 /// Settings shared by every probe; each takes what it needs.
 #[derive(Debug, Clone)]
@@ -190,6 +192,12 @@ pub struct ProbeCounters {
     /// sendmsg calls of traced sockets seen while sampling
     /// (`--sample-every` > 1); one in N of them was tagged.
     pub sendmsg_seen: u64,
+    /// skbs freed with a drop reason, in any namespace (before the netns
+    /// filter): the drops probe's work, not its output.
+    pub drops_seen: u64,
+    /// Drops with neither device nor socket, so no namespace: recorded
+    /// only when every namespace is traced.
+    pub drops_unattributed: u64,
 }
 
 impl std::ops::AddAssign for ProbeCounters {
@@ -199,6 +207,8 @@ impl std::ops::AddAssign for ProbeCounters {
         self.tag_errors += o.tag_errors;
         self.sockets += o.sockets;
         self.sendmsg_seen += o.sendmsg_seen;
+        self.drops_seen += o.drops_seen;
+        self.drops_unattributed += o.drops_unattributed;
     }
 }
 
@@ -209,6 +219,10 @@ pub trait Collector {
     fn global_ns(&self, mono_ns: u64) -> u64;
     /// A TX timestamping event.
     fn tx(&mut self, ev: &TxEvent);
+    /// An skb drop event.
+    fn skb_drop(&mut self, ev: &DropEvent);
+    /// A TCP anomaly event.
+    fn tcp(&mut self, ev: &TcpEvent);
     /// A record that failed validation: counted as lost, not sent.
     fn bad_record(&mut self, probe: &'static str, err: RecordError);
 }

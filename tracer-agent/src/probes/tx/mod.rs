@@ -204,6 +204,7 @@ impl Probe for TxProbe<'_> {
             tag_errors: at(counter::CTR_TAG_ERR),
             sockets: at(counter::CTR_SOCKETS),
             sendmsg_seen: at(counter::CTR_SENDMSG_SEEN),
+            ..Default::default()
         })
     }
 
@@ -446,6 +447,12 @@ mod tests {
         }
         fn tx(&mut self, ev: &TxEvent) {
             self.events.push(*ev);
+        }
+        fn skb_drop(&mut self, ev: &tracer_codec::DropEvent) {
+            panic!("the tx probe delivered a drop: {ev:?}");
+        }
+        fn tcp(&mut self, ev: &tracer_codec::TcpEvent) {
+            panic!("the tx probe delivered a TCP anomaly: {ev:?}");
         }
         fn bad_record(&mut self, probe: &'static str, err: RecordError) {
             assert_eq!(probe, "tx");

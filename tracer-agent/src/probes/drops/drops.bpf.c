@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Drops probe: one record per skb the kernel frees as a drop
+ * (skb:kfree_skb with a reason other than SKB_CONSUMED), in the traced
+ * network namespace: the reason number, the freeing location, the skb's
+ * flow parsed from its IP and TCP/UDP headers, length, netns, ifindex, cpu.
+ *
+ * tp_btf, not a classic tracepoint: the arguments arrive as typed kernel
+ * pointers, so the netns filter and the flow are direct BTF loads (fault
+ * safe) instead of bpf_probe_read_kernel calls, and the program is cheap
+ * for the many frees of other namespaces it returns early on.
+ *
+ * Which namespace a drop belongs to: the skb's device's (a received or
+ * sent packet), else its socket's (skb->sk), else the tracepoint's rx_sk.
+ * An skb with none of the three cannot be attributed: it is recorded only
+ * when every namespace is traced (netns 0 in the record), and counted.
+ *
+ * Records go to the same kind of per-CPU slot ring as the TX probe's
+ * (see tx.bpf.c and slots.rs).
+ */
+#include "kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+#include "tracer.h"
+#include "skb_flow.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Configuration, set by the agent between open and load. */
+const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
+const volatile __u32 slots_per_cpu = 32768;	/* power of two */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct drop_record);
+} slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} heads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DROP_CTR_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u32 sk_netns(struct sock *sk)
+{
+	if (!sk)
+		return 0;
+	return sk->__sk_common.skc_net.net->ns.inum;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
+	     enum skb_drop_reason reason, struct sock *rx_sk)
+{
+	struct net_device *dev;
+	struct drop_record *r;
+	struct skb_flow flow;
+	__u32 zero = 0, idx, cpu, netns = 0, ifindex = 0;
+	__u64 *head, seq;
+
+	/* Normal frees are not drops; the kernel routes SKB_CONSUMED to
+	 * consume_skb, but a caller passing it here is still not a drop. */
+	if (reason == SKB_CONSUMED || reason == SKB_NOT_DROPPED_YET || !skb)
+		return 0;
+	count(DROP_CTR_SEEN);
+	dev = skb->dev;
+	if (dev) {
+		netns = dev->nd_net.net->ns.inum;
+		ifindex = dev->ifindex;
+	}
+	if (!netns)
+		netns = sk_netns(skb->sk);
+	if (!netns)
+		netns = sk_netns(rx_sk);
+	if (!netns) {
+		count(DROP_CTR_NO_NETNS);
+		if (target_netns)
+			return 0;
+	} else if (target_netns && netns != target_netns) {
+		return 0;
+	}
+
+	head = bpf_map_lookup_elem(&heads, &zero);
+	if (!head) {
+		count(DROP_CTR_LOST);
+		return 0;
+	}
+	seq = __sync_fetch_and_add(head, 1);
+	cpu = bpf_get_smp_processor_id();
+	idx = cpu * slots_per_cpu + ((__u32)seq & (slots_per_cpu - 1));
+	r = bpf_map_lookup_elem(&slots, &idx);
+	if (!r) {
+		count(DROP_CTR_LOST);
+		return 0;
+	}
+	r->hdr.kind = RECORD_DROP;
+	r->hdr.len = sizeof(*r);
+	r->mono_ns = bpf_ktime_get_ns();
+	r->location = (__u64)location;
+	r->reason = reason;
+	r->netns = netns;
+	r->ifindex = ifindex;
+	r->cpu = cpu;
+	r->len = skb->len;
+	r->protocol = bpf_ntohs(skb->protocol);
+	r->_pad = 0;
+	skb_flow_parse(skb, r->protocol, &flow);
+	r->family = flow.family;
+	r->l4proto = flow.l4proto;
+	r->sport = flow.sport;
+	r->dport = flow.dport;
+	__builtin_memcpy(r->saddr, flow.saddr, sizeof(r->saddr));
+	__builtin_memcpy(r->daddr, flow.daddr, sizeof(r->daddr));
+
+	/* Publish last (see tx.bpf.c). */
+#ifdef __TARGET_ARCH_x86
+	asm volatile("" ::: "memory");
+	r->hdr.commit = (__u32)seq + 1;
+#else
+	__sync_lock_test_and_set(&r->hdr.commit, (__u32)seq + 1);
+#endif
+	return 0;
+}
+
+/* Never written: exported so the skeleton generates the Rust mirrors of
+ * struct drop_record and of the enums the agent reads (see tx.bpf.c). */
+struct drop_record drop_record_layout SEC(".bss") __attribute__((used));
+enum record_kind drop_record_kind_values SEC(".bss") __attribute__((used));
+enum drop_counter drop_counter_values SEC(".bss") __attribute__((used));
