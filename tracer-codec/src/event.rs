@@ -10,6 +10,8 @@ pub enum EventKind {
     Tx,
     /// A clock update of the agent's global clock ([`ClockEvent`]).
     Clock,
+    /// A receive-path stage ([`crate::RxEvent`]).
+    Rx,
     /// Any kind this build does not know.
     Unknown(u16),
 }
@@ -19,12 +21,15 @@ impl EventKind {
     pub const TX: u16 = 1;
     /// Kind number of [`ClockEvent`] records.
     pub const CLOCK: u16 = 2;
+    /// Kind number of [`crate::RxEvent`] records.
+    pub const RX: u16 = 3;
 
     /// Kind from its wire number.
     pub fn from_u16(v: u16) -> Self {
         match v {
             Self::TX => EventKind::Tx,
             Self::CLOCK => EventKind::Clock,
+            Self::RX => EventKind::Rx,
             other => EventKind::Unknown(other),
         }
     }
@@ -34,6 +39,7 @@ impl EventKind {
         match self {
             EventKind::Tx => Self::TX,
             EventKind::Clock => Self::CLOCK,
+            EventKind::Rx => Self::RX,
             EventKind::Unknown(v) => v,
         }
     }
@@ -285,6 +291,8 @@ pub enum Event {
     Tx(TxEvent),
     /// A clock update.
     Clock(ClockEvent),
+    /// A receive-path stage.
+    Rx(crate::RxEvent),
     /// A kind this build does not know; kept as its raw body length.
     Unknown {
         /// Wire kind number.
@@ -300,6 +308,7 @@ impl Event {
         match self {
             Event::Tx(_) => EventKind::Tx,
             Event::Clock(_) => EventKind::Clock,
+            Event::Rx(_) => EventKind::Rx,
             Event::Unknown { kind, .. } => EventKind::Unknown(*kind),
         }
     }
@@ -309,6 +318,7 @@ impl Event {
         match self {
             Event::Tx(e) => Some(e.global_ns),
             Event::Clock(e) => Some(e.global_ns),
+            Event::Rx(e) => Some(e.global_ns),
             Event::Unknown { .. } => None,
         }
     }
@@ -318,6 +328,7 @@ impl Event {
         match self {
             Event::Tx(e) => e.summary(),
             Event::Clock(e) => e.summary(),
+            Event::Rx(e) => e.summary(),
             Event::Unknown { kind, len } => format!("unknown event kind {kind} ({len} bytes)"),
         }
     }

@@ -417,13 +417,14 @@ pub const RECORD_HEADER: [Field; 2] = place([
 ]);
 
 /// Every event kind this build knows, in kind order.
-pub const EVENTS: &[EventLayout] = &[TxEvent::LAYOUT, ClockEvent::LAYOUT];
+pub const EVENTS: &[EventLayout] = &[TxEvent::LAYOUT, ClockEvent::LAYOUT, crate::RxEvent::LAYOUT];
 
 /// Every enum name table the layouts use.
 pub const NAME_TABLES: &[&NameTable] = &[
     &TxStage::NAMES,
     &ClockSource::NAMES,
     &ClockState::NAMES,
+    &crate::RxStage::NAMES,
     &FAMILY,
 ];
 
@@ -721,10 +722,14 @@ mod tests {
     fn event_tables_match_what_bincode_encodes() {
         check_against_bincode::<TxEvent>(&TxEvent::LAYOUT, TxEvent::field_bytes);
         check_against_bincode::<ClockEvent>(&ClockEvent::LAYOUT, ClockEvent::field_bytes);
+        check_against_bincode::<crate::RxEvent>(
+            &crate::RxEvent::LAYOUT,
+            crate::RxEvent::field_bytes,
+        );
         let mut b = Vec::new();
         TxEvent::default().encode_body(&mut b);
         assert_eq!(b.len(), TxEvent::BODY_LEN);
-        assert_eq!(EVENTS.len(), 2);
+        assert_eq!(EVENTS.len(), 3);
         for (i, e) in EVENTS.iter().enumerate() {
             assert_eq!(fields_len(e.fields), e.body_len);
             assert!(i == 0 || EVENTS[i - 1].kind < e.kind, "kind order");

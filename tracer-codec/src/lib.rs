@@ -13,11 +13,13 @@ pub mod capture;
 pub mod error;
 pub mod event;
 pub mod layout;
+pub mod rx;
 pub mod wire;
 
 pub use capture::{CaptureRecord, CAPTURE_VERSION};
 pub use error::{DecodeError, HostnameError};
 pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
+pub use rx::{RxEvent, RxStage};
 pub use wire::{
     Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView, RawRecord,
     RecordIter, RecordView, HEADER_FIXED_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN,

@@ -136,6 +136,7 @@ async fn three_agents_round_trip() {
                 assert_eq!(epb_comment(e), Some(want.summary()));
             }
             Event::Clock(c) => panic!("no clock event was sent: {c:?}"),
+            Event::Rx(r) => panic!("no RX event was sent: {r:?}"),
             Event::Unknown { kind, len } => {
                 unknown_seen += 1;
                 assert_eq!((kind, len), (99, 33));

@@ -13,17 +13,18 @@ use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
 use libbpf_rs::OpenObject;
-use tracer_codec::TxEvent;
+use tracer_codec::{RxEvent, TxEvent};
 
 use crate::preflight::PreflightError;
 
+pub mod rx;
 pub mod slots;
 pub mod tx;
 
 pub use slots::Drained;
 
 /// Every probe this agent knows, in the order they are listed and loaded.
-pub static PROBES: &[ProbeSpec] = &[tx::SPEC];
+pub static PROBES: &[ProbeSpec] = &[tx::SPEC, rx::SPEC];
 
 /// Settings shared by every probe; each takes what it needs.
 #[derive(Debug, Clone)]
@@ -190,6 +191,9 @@ pub struct ProbeCounters {
     /// sendmsg calls of traced sockets seen while sampling
     /// (`--sample-every` > 1); one in N of them was tagged.
     pub sendmsg_seen: u64,
+    /// RX stack-entry records whose packet headers could not be read
+    /// (published without flow and sequence range).
+    pub rx_read_errors: u64,
 }
 
 impl std::ops::AddAssign for ProbeCounters {
@@ -199,6 +203,7 @@ impl std::ops::AddAssign for ProbeCounters {
         self.tag_errors += o.tag_errors;
         self.sockets += o.sockets;
         self.sendmsg_seen += o.sendmsg_seen;
+        self.rx_read_errors += o.rx_read_errors;
     }
 }
 
@@ -207,8 +212,13 @@ impl std::ops::AddAssign for ProbeCounters {
 pub trait Collector {
     /// A raw CLOCK_MONOTONIC stamp on the global time axis.
     fn global_ns(&self, mono_ns: u64) -> u64;
+    /// A CLOCK_REALTIME stamp (an skb's software RX stamp) on the global
+    /// time axis, through the REALTIME - MONOTONIC offset of this drain.
+    fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64;
     /// A TX timestamping event.
     fn tx(&mut self, ev: &TxEvent);
+    /// An RX stage event.
+    fn rx(&mut self, ev: &RxEvent);
     /// A record that failed validation: counted as lost, not sent.
     fn bad_record(&mut self, probe: &'static str, err: RecordError);
 }
@@ -244,6 +254,7 @@ mod tests {
         };
         assert_eq!(names("tx"), ["tx"]);
         assert_eq!(names("tx, tx"), ["tx"]);
+        assert_eq!(names("rx,tx"), ["tx", "rx"]);
     }
 
     #[test]
