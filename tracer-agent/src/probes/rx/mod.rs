@@ -79,6 +79,8 @@ const _: () = {
 
 /// `skb->tstamp_type` of a CLOCK_REALTIME stamp (`SKB_CLOCK_REALTIME`).
 const SKB_CLOCK_REALTIME: u8 = 0;
+/// `skb->tstamp_type` of a CLOCK_MONOTONIC delivery time (`SKB_CLOCK_MONOTONIC`).
+const SKB_CLOCK_MONOTONIC: u8 = 1;
 
 /// Preflight: tp_btf programs need nothing beyond what the agent checks
 /// already (BTF, privileges); a missing tracepoint fails at attach.
@@ -183,6 +185,95 @@ pub fn rx_timestamping_socket() -> std::io::Result<OwnedFd> {
     Ok(owned)
 }
 
+/// How long [`wait_until_stamping`] waits for the kernel to turn stamping on.
+const STAMPING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Wait until the kernel really stamps received skbs. Enabling is
+/// asynchronous (`net_enable_timestamp` flips a static key from a work
+/// queue, which can take tens of ms), so without this the first skbs
+/// traced would have no stamp. The probe: `fd` (bound to 127.0.0.1) sends
+/// itself datagrams over loopback until one arrives with a software stamp.
+/// Returns false if none did (loopback down, or the wait ran out).
+pub fn wait_until_stamping(fd: &OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    let fd = fd.as_raw_fd();
+    // SAFETY: sockaddr_in is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+    let alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: bind/getsockname with a sockaddr_in we own and its size.
+    let bound = unsafe {
+        libc::bind(fd, (&addr as *const libc::sockaddr_in).cast(), alen) == 0 && {
+            let mut l = alen;
+            libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut l) == 0
+        }
+    };
+    if !bound {
+        return false;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < STAMPING_WAIT {
+        // SAFETY: sendto of one byte to the address bound above.
+        let sent = unsafe {
+            libc::sendto(
+                fd,
+                b"t".as_ptr().cast(),
+                1,
+                0,
+                (&addr as *const libc::sockaddr_in).cast(),
+                alen,
+            )
+        };
+        if sent != 1 {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        while let Some(stamped) = recv_stamped(fd) {
+            if stamped {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Receive one pending datagram (non-blocking): Some(true) if it carried a
+/// software RX stamp, None if nothing was pending.
+fn recv_stamped(fd: std::os::fd::RawFd) -> Option<bool> {
+    let mut data = [0u8; 16];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // Room for one SCM_TIMESTAMPING (3 timespecs) and then some.
+    let mut control = [0u64; 32];
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: recvmsg into buffers that outlive the call.
+    if unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) } < 0 {
+        return None;
+    }
+    let mut stamped = false;
+    // SAFETY: walking the control buffer recvmsg filled, with the libc
+    // CMSG macros, reading a timespec from an SCM_TIMESTAMPING message.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPING {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamped |= ts.tv_sec != 0 || ts.tv_nsec != 0;
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Some(stamped)
+}
+
 impl Probe for RxProbe<'_> {
     fn name(&self) -> &'static str {
         NAME
@@ -192,7 +283,12 @@ impl Probe for RxProbe<'_> {
         // Stamping first, so the first skbs traced already carry a stamp.
         // Without it the probe still works, with rx_stamp_ns = 0.
         match rx_timestamping_socket() {
-            Ok(fd) => self.stamp_socket = Some(fd),
+            Ok(fd) => {
+                if !wait_until_stamping(&fd) {
+                    tracing::warn!("RX software timestamping not confirmed on loopback; the first RX events may lack rx_stamp");
+                }
+                self.stamp_socket = Some(fd);
+            }
             Err(e) => tracing::warn!(error = %e,
                 "cannot enable RX software timestamps; RX events will have no rx_stamp"),
         }
@@ -251,10 +347,16 @@ fn deliver(data: &[u8], out: &mut dyn Collector) {
         Ok(rec) => {
             let r = &rec.0;
             let global = out.global_ns(r.mono_ns);
-            let rx_global = if r.rx_stamp_ns != 0 && r.tstamp_type == SKB_CLOCK_REALTIME {
-                out.realtime_to_global_ns(r.rx_stamp_ns)
-            } else {
-                0
+            // Each stamp through its own clock's mapping. A MONOTONIC
+            // stamp is a delivery time the sender's TCP set (EDT) that
+            // crossed a veth within this kernel: still an instant of this
+            // host, so it converts exactly. TAI stamps are not converted
+            // (no TAI offset is assumed).
+            let rx_global = match (r.rx_stamp_ns, r.tstamp_type) {
+                (0, _) => 0,
+                (ns, SKB_CLOCK_REALTIME) => out.realtime_to_global_ns(ns),
+                (ns, SKB_CLOCK_MONOTONIC) => out.global_ns(ns),
+                _ => 0,
             };
             out.rx(&rec.to_event(global, rx_global));
         }
@@ -417,6 +519,8 @@ mod tests {
 
     #[test]
     fn stamps_are_converted_and_bad_records_dropped_alone() {
+        let mut tai = sample();
+        tai.tstamp_type = 2;
         let mut mono = sample();
         mono.tstamp_type = 1;
         let mut none = sample();
@@ -426,7 +530,7 @@ mod tests {
         let mut bad_family = sample();
         bad_family.family = 2;
         let mut seen = Seen::default();
-        for r in [sample(), bad, mono, bad_family, none] {
+        for r in [sample(), bad, tai, bad_family, none, mono] {
             deliver(&bytes(&r), &mut seen);
         }
         assert_eq!(
@@ -437,16 +541,18 @@ mod tests {
             ]
         );
         let e = &seen.events;
-        assert_eq!(e.len(), 3);
+        assert_eq!(e.len(), 4);
         // REALTIME 50_000 is MONOTONIC 10_000: 90 us before the stage.
         assert_eq!(
             (e[0].global_ns, e[0].rx_stamp_global_ns),
             (1_100_000, 1_010_000)
         );
         assert_eq!(e[0].since_rx_stamp_ns(), Some(90_000));
-        // A stamp of another clock, or none: no global stamp.
+        // A TAI stamp (no offset assumed), or none: no global stamp.
         assert_eq!(e[1].rx_stamp_global_ns, 0);
         assert_eq!(e[2].rx_stamp_global_ns, 0);
+        // A MONOTONIC delivery time maps like any mono stamp.
+        assert_eq!(e[3].rx_stamp_global_ns, 1_050_000);
         assert_eq!(
             (e[0].seq, e[0].end_seq, e[0].stage),
             (10, 20, RxStage::Copy as u8)
@@ -479,7 +585,8 @@ mod tests {
     }
 
     #[test]
-    fn timestamping_socket_opens() {
-        assert!(rx_timestamping_socket().is_ok());
+    fn timestamping_socket_turns_stamping_on() {
+        let fd = rx_timestamping_socket().unwrap();
+        assert!(wait_until_stamping(&fd), "no stamped loopback datagram");
     }
 }
