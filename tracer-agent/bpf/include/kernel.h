@@ -159,6 +159,14 @@ struct net_device {
 	possible_net_t nd_net;
 } __attribute__((preserve_access_index));
 
+struct nsproxy {
+	struct net *net_ns;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	struct nsproxy *nsproxy;
+} __attribute__((preserve_access_index));
+
 typedef __s64 ktime_t;
 
 struct sk_buff {

@@ -39,10 +39,8 @@ use skel::RxSkel;
 /// Registry entry of this probe.
 pub const SPEC: ProbeSpec = ProbeSpec {
     name: NAME,
-    about: "receive path, one event per skb per stage: STACK_ENTRY (netif_receive_skb), \
-            TCP_INPUT (tcp_probe), DATA_READY (sk_data_ready), COPY (skb_copy_datagram_iovec), \
-            READ_DONE (sock_recv_length); holds a SOF_TIMESTAMPING_RX_SOFTWARE socket while \
-            it runs so the kernel stamps received skbs",
+    about: "receive path per skb: STACK_ENTRY, TCP_INPUT, DATA_READY, COPY, READ_DONE \
+            (tracepoints); holds a SOF_TIMESTAMPING_RX_SOFTWARE socket so skbs get RX stamps",
     check,
     open,
 };

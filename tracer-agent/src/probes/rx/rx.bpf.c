@@ -6,7 +6,7 @@
  *   STACK_ENTRY  net:netif_receive_skb(skb)            flow/seq from headers
  *   TCP_INPUT    tcp:tcp_probe(sk, skb)                seq from TCP_SKB_CB
  *   DATA_READY   sock:sk_data_ready(sk)                no skb: end_seq = rcv_nxt
- *   COPY         skb:skb_copy_datagram_iovec(skb, len) sk = skb->sk, reader task
+ *   COPY         skb:skb_copy_datagram_iovec(skb, len) flow from headers, reader
  *   READ_DONE    sock:sock_recv_length(sk, ret, flags) no skb: end_seq = copied_seq
  * tp_btf (not raw_tp): arguments are typed BTF pointers, read with direct
  * loads instead of helper calls.
@@ -182,37 +182,16 @@ static __always_inline void commit(struct rx_record *r, __u64 seq)
 #endif
 }
 
-/* Stack entry: the skb as the driver and GRO hand it to the stack; the
- * network header is set, the flow and TCP range come from the headers
- * (IP tot_len covers the whole GRO-merged skb). */
-SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
+/* Flow, protocol and TCP range from the skb's own headers (network header
+ * set: from stack entry on). IP tot_len covers a whole GRO-merged skb.
+ * Returns nonzero if a header could not be read (the flow stays 0). */
+static __always_inline int fill_skb_flow(struct rx_record *r,
+					 const struct sk_buff *skb, __u16 proto)
 {
-	struct net_device *dev = skb->dev;
-	unsigned char *nh;
-	struct rx_record *r;
-	__u32 netns, l4off, l4len, proto_n;
-	__u16 proto;
+	unsigned char *nh = skb->head + skb->network_header;
+	__u32 l4off, l4len, tot;
 	__u8 l4proto;
-	__u64 seq;
 
-	if (!dev)
-		return 0;
-	netns = dev->nd_net.net->ns.inum;
-	if (other_netns(netns))
-		return 0;
-	proto = bpf_ntohs(skb->protocol);
-	if (proto != ETH_P_IP && proto != ETH_P_IPV6)
-		return 0;
-	nh = skb->head + skb->network_header;
-
-	r = reserve(&seq);
-	if (!r)
-		return 0;
-	fill_common(r, RX_STACK_ENTRY, netns);
-	fill_stamps(r, skb);
-	r->ifindex = dev->ifindex;
-	r->len = skb->len;
 	r->sport = 0;
 	r->dport = 0;
 	__builtin_memset(r->saddr, 0, sizeof(r->saddr));
@@ -222,19 +201,19 @@ int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 
 		r->family = 4;
 		if (bpf_probe_read_kernel(&ip, sizeof(ip), nh))
-			goto bad;
+			return -1;
 		((__u32 *)r->saddr)[0] = ip.saddr;
 		((__u32 *)r->daddr)[0] = ip.daddr;
 		l4off = (ip.ihl_version & 0xf) * 4;
-		proto_n = bpf_ntohs(ip.tot_len);
-		l4len = proto_n > l4off ? proto_n - l4off : 0;
+		tot = bpf_ntohs(ip.tot_len);
+		l4len = tot > l4off ? tot - l4off : 0;
 		l4proto = ip.protocol;
 	} else {
 		struct ipv6hdr ip6;
 
 		r->family = 6;
 		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), nh))
-			goto bad;
+			return -1;
 		__builtin_memcpy(r->saddr, ip6.saddr.s6_addr, 16);
 		__builtin_memcpy(r->daddr, ip6.daddr.s6_addr, 16);
 		/* Extension headers are not followed: the L4 fields stay 0. */
@@ -247,7 +226,7 @@ int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 		__u32 doff, payload;
 
 		if (bpf_probe_read_kernel(&th, sizeof(th), nh + l4off))
-			goto bad;
+			return -1;
 		doff = (th.res1_doff >> 4) * 4;
 		payload = l4len > doff ? l4len - doff : 0;
 		r->protocol = IPPROTO_TCP;
@@ -261,17 +240,50 @@ int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 		struct udphdr uh;
 
 		if (bpf_probe_read_kernel(&uh, sizeof(uh), nh + l4off))
-			goto bad;
+			return -1;
 		r->protocol = IPPROTO_UDP;
 		r->sport = bpf_ntohs(uh.source);
 		r->dport = bpf_ntohs(uh.dest);
 	}
-	commit(r, seq);
 	return 0;
-bad:
-	/* The slot is taken: publish it with what is known rather than leave
-	 * a hole the reader would count as lost. */
-	count(RX_CTR_READ_ERR);
+}
+
+static __always_inline bool is_ip(__u16 proto)
+{
+	return proto == ETH_P_IP || proto == ETH_P_IPV6;
+}
+
+/* Stack entry: the skb as the driver and GRO hand it to the stack; no
+ * socket yet, so the flow and TCP range come from the headers. */
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
+{
+	struct net_device *dev = skb->dev;
+	struct rx_record *r;
+	__u32 netns;
+	__u16 proto;
+	__u64 seq;
+
+	if (!dev)
+		return 0;
+	netns = dev->nd_net.net->ns.inum;
+	if (other_netns(netns))
+		return 0;
+	proto = bpf_ntohs(skb->protocol);
+	if (!is_ip(proto))
+		return 0;
+
+	r = reserve(&seq);
+	if (!r)
+		return 0;
+	fill_common(r, RX_STACK_ENTRY, netns);
+	fill_stamps(r, skb);
+	r->ifindex = dev->ifindex;
+	r->len = skb->len;
+	/* The slot is taken: on a read error publish it with what is known
+	 * rather than leave a hole the reader would count as lost. */
+	if (fill_skb_flow(r, skb, proto))
+		count(RX_CTR_READ_ERR);
 	commit(r, seq);
 	return 0;
 }
@@ -329,38 +341,58 @@ int BPF_PROG(rx_data_ready, struct sock *sk)
 }
 
 /* The application copies `len` bytes of this skb (the reader's task is
- * current). The socket is skb->sk (set while the skb sits in a receive
- * queue); skbs without one (not socket-owned) are skipped. */
+ * current). The flow comes from the skb's headers: a UDP socket may be
+ * unconnected, and UDP queues skbs without skb->sk or skb->dev. The netns
+ * is the owning socket's, else the reading task's (a UDP skb has no other
+ * trace of it here); skbs that are not IP (netlink, unix) are skipped. */
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 {
 	struct sock *sk = skb->sk;
 	struct rx_record *r;
 	__u32 netns;
+	__u16 proto;
 	__u64 seq;
 
-	if (!sk)
+	if (sk) {
+		if (!sk_is_inet(sk))
+			return 0;
+		netns = sk_netns(sk);
+	} else {
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct nsproxy *ns = task->nsproxy;
+
+		/* NULL while the task exits. */
+		if (!ns)
+			return 0;
+		netns = ns->net_ns->ns.inum;
+	}
+	if (other_netns(netns))
 		return 0;
-	netns = sk_netns(sk);
-	if (other_netns(netns) || !sk_is_inet(sk))
+	proto = bpf_ntohs(skb->protocol);
+	if (!is_ip(proto))
 		return 0;
 	r = reserve(&seq);
 	if (!r)
 		return 0;
 	fill_common(r, RX_COPY, netns);
-	fill_sock_flow(r, sk);
+	if (fill_skb_flow(r, skb, proto))
+		count(RX_CTR_READ_ERR);
 	fill_stamps(r, skb);
 	fill_task(r);
-	/* skb->sk is an RCU pointer the cookie helper refuses: read the
-	 * cookie the socket already has (TCP_INPUT or DATA_READY assigned
-	 * it through the helper; 0 if no earlier stage ran). */
-	r->cookie = sk->__sk_common.skc_cookie.counter;
 	r->ifindex = skb->skb_iif;
 	r->len = len > 0 ? len : 0;
-	/* The control block holds tcp_skb_cb while TCP queues the skb. */
-	if (sk->sk_protocol == IPPROTO_TCP) {
-		r->seq = *(__u32 *)skb->cb;
-		r->end_seq = *(__u32 *)(skb->cb + 4);
+	if (sk) {
+		/* skb->sk is an RCU pointer the cookie helper refuses: read the
+		 * cookie the socket already has (TCP_INPUT or DATA_READY
+		 * assigned it through the helper; 0 if no earlier stage ran). */
+		r->cookie = sk->__sk_common.skc_cookie.counter;
+		/* The control block holds tcp_skb_cb while TCP queues the skb;
+		 * it is the right range also when TCP coalesced skbs. */
+		if (sk->sk_protocol == IPPROTO_TCP) {
+			r->seq = *(__u32 *)skb->cb;
+			r->end_seq = *(__u32 *)(skb->cb + 4);
+		}
 	}
 	commit(r, seq);
 	return 0;
