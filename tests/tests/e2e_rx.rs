@@ -1,5 +1,5 @@
 //! End to end with the real kernel: a TCP flow between two network
-//! namespaces over veth, tracer-agent with `--probes rx` in the RECEIVER's
+//! namespaces over veth, tracer-agent with `--probes tx,rx` in the RECEIVER's
 //! namespace; the pcapng must hold every RX stage for most received skbs,
 //! in order per skb, with consistent TCP ranges and a small, non-negative
 //! latency from the skb's own RX stamp; nothing from another namespace;
@@ -67,11 +67,12 @@ fn udp_flow(pair: &NetnsPair) -> std::net::SocketAddr {
     from
 }
 
-/// The agent with `--probes rx` in namespace b (the receiver).
+/// The agent with `--probes tx,rx` in namespace b (the receiver): both
+/// probes side by side.
 fn spawn_rx_agent(pair: &NetnsPair) -> Proc {
     let mut cmd = NetnsPair::exec(&pair.b, &bin("tracer-agent"));
     cmd.args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
-        .args(["--probes", "rx", "--hostname", "receiver", "--json"]);
+        .args(["--probes", "tx,rx", "--hostname", "receiver", "--json"]);
     let mut agent = Proc::spawn("tracer-agent", cmd);
     agent.wait_stderr("rx probe attached", Duration::from_secs(30));
     agent
