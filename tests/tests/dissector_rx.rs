@@ -217,6 +217,29 @@ fn rx_fields_decode_and_filter() {
             .expect("clean decode");
         assert_eq!(rows.len(), want, "{filter}");
     }
+
+    // The filter examples of docs/reading-a-trace.md's RX section parse and
+    // match what they say.
+    let doc = std::fs::read_to_string(
+        tracer_e2e::bins::repo_root()
+            .join("docs")
+            .join("reading-a-trace.md"),
+    )
+    .unwrap();
+    let section = doc.split("## RX stages").nth(1).expect("RX section");
+    let block = section.split("```").nth(1).expect("filter code block");
+    let filters: Vec<&str> = block
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(filters.len(), 3, "{filters:?}");
+    for (filter, want) in filters.iter().zip([1, 0, 1]) {
+        let rows = tshark
+            .fields(&file, &["frame.number"], &Query::default().filter(filter))
+            .unwrap_or_else(|e| panic!("docs filter {filter:?}: {e}"));
+        assert_eq!(rows.len(), want, "{filter}");
+    }
 }
 
 #[test]
