@@ -80,10 +80,44 @@ const SKB_CLOCK_REALTIME: u8 = 0;
 /// `skb->tstamp_type` of a CLOCK_MONOTONIC delivery time (`SKB_CLOCK_MONOTONIC`).
 const SKB_CLOCK_MONOTONIC: u8 = 1;
 
-/// Preflight: tp_btf programs need nothing beyond what the agent checks
-/// already (BTF, privileges); a missing tracepoint fails at attach.
-fn check(_cfg: &ProbeConfig) -> Result<(), PreflightError> {
-    Ok(())
+/// The tracepoints the programs attach to (tp_btf), in stage order.
+pub const TRACEPOINTS: [&str; 5] = [
+    "netif_receive_skb",
+    "tcp_probe",
+    "sk_data_ready",
+    "skb_copy_datagram_iovec",
+    "sock_recv_length",
+];
+
+/// Preflight: every tracepoint must exist in the kernel's BTF (as the
+/// `btf_trace_<name>` type tp_btf attaches through), so an older kernel
+/// gets a message naming what it lacks instead of a libbpf attach error.
+fn check(cfg: &ProbeConfig) -> Result<(), PreflightError> {
+    match btf_missing_tracepoints(&cfg.btf) {
+        Ok(missing) if missing.is_empty() => Ok(()),
+        Ok(missing) => Err(PreflightError::NoRxTracepoints {
+            release: crate::preflight::kernel_release(),
+            btf: cfg.btf.clone(),
+            missing,
+        }),
+        Err(error) => Err(PreflightError::NoBtf {
+            btf: cfg.btf.clone(),
+            error,
+        }),
+    }
+}
+
+/// The [`TRACEPOINTS`] whose `btf_trace_<name>` type `btf` (a kernel BTF
+/// blob) does not name. A string search is enough: the names are unique.
+pub fn btf_missing_tracepoints(btf: &std::path::Path) -> std::io::Result<Vec<&'static str>> {
+    let data = std::fs::read(btf)?;
+    Ok(TRACEPOINTS
+        .into_iter()
+        .filter(|tp| {
+            let needle = format!("\0btf_trace_{tp}\0");
+            !data.windows(needle.len()).any(|w| w == needle.as_bytes())
+        })
+        .collect())
 }
 
 fn open<'obj>(
@@ -580,6 +614,38 @@ mod tests {
             RxRecord::decode(&bytes(&s)),
             Err(RecordError::BadLen { got: 8, .. })
         ));
+    }
+
+    #[test]
+    fn preflight_names_missing_tracepoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let btf = dir.path().join("btf");
+        std::fs::write(
+            &btf,
+            b"\0btf_trace_netif_receive_skb\0btf_trace_tcp_probe\0btf_trace_sock_recv_length\0",
+        )
+        .unwrap();
+        assert_eq!(
+            btf_missing_tracepoints(&btf).unwrap(),
+            ["sk_data_ready", "skb_copy_datagram_iovec"]
+        );
+        let cfg = ProbeConfig {
+            cgroup: "/x".into(),
+            target_netns: 0,
+            sample_every: 1,
+            slots_per_cpu: 8,
+            btf,
+        };
+        let msg = check(&cfg).unwrap_err().to_string();
+        assert!(
+            msg.contains("sk_data_ready, skb_copy_datagram_iovec"),
+            "{msg}"
+        );
+        // This kernel has them all.
+        let real = std::path::Path::new("/sys/kernel/btf/vmlinux");
+        if real.exists() {
+            assert_eq!(btf_missing_tracepoints(real).unwrap(), Vec::<&str>::new());
+        }
     }
 
     #[test]
