@@ -279,3 +279,46 @@ fn an_unknown_rx_stage_is_malformed_not_a_lua_error() {
         .expect("no Lua error");
     assert!(rows[0].one("_ws.col.Info").contains("[Malformed]"));
 }
+
+#[test]
+fn newer_and_short_rx_bodies() {
+    let Some(tshark) = Tshark::or_skip("newer_and_short_rx_bodies") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("versions.pcapng");
+    let mut newer = Vec::new();
+    events()[0].encode_body(&mut newer);
+    newer.extend_from_slice(&[0xee; 12]);
+    let short = newer[..RxEvent::BODY_LEN - 1].to_vec();
+    let frames: Vec<Frame> = [newer, short]
+        .iter()
+        .enumerate()
+        .map(|(i, body)| Frame {
+            interface: 0,
+            time_ns: T0 + i as u64,
+            data: payload(i as u64, EventKind::RX, body),
+        })
+        .collect();
+    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    let q = Query::default().allow_expert_errors();
+    let rows = tshark
+        .fields(
+            &file,
+            &[
+                "nettrace.rx.seq",
+                "nettrace.extra",
+                "nettrace.body_too_short",
+            ],
+            &q,
+        )
+        .expect("no Lua error");
+    // A newer body: the known fields decode, the rest is `extra`.
+    assert_eq!(rows[0].one("nettrace.rx.seq"), events()[0].seq.to_string());
+    assert!(rows[0].has("nettrace.extra"));
+    // A short one: flagged, nothing decoded from it.
+    assert!(!rows[1].has("nettrace.rx.seq"));
+    let flagged = tshark.flagged_frames(&file, &q).expect("no Lua error");
+    assert_eq!(flagged.iter().map(|f| f.number).collect::<Vec<_>>(), [2]);
+    assert!(flagged.iter().all(|f| !f.lua_error));
+}
