@@ -30,6 +30,34 @@ const MAX_MEDIAN_SINCE_RX_STAMP_NS: i64 = 1_000_000;
 const PORT: u16 = 5301;
 const UDP_PORT: u16 = 5302;
 const UDP_DATAGRAMS: usize = 20;
+const V6_PORT: u16 = 5303;
+
+/// A short TCP flow over ::1 inside namespace b (IPv6 headers at stack
+/// entry, IPv6 sockets at the socket stages).
+fn v6_loopback_flow(pair: &NetnsPair) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use tracer_e2e::netns::in_netns;
+    in_netns(NetnsPair::path(&pair.b), "v6-flow", || {
+        let l = TcpListener::bind(("::1", V6_PORT)).unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = Vec::new();
+            s.read_to_end(&mut b).unwrap();
+            b.len()
+        });
+        let mut c = TcpStream::connect(("::1", V6_PORT)).unwrap();
+        for _ in 0..20 {
+            c.write_all(&[3u8; 3000]).unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        drop(c);
+        assert_eq!(t.join().unwrap(), 60_000);
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+}
 
 /// Send UDP_DATAGRAMS datagrams of 1000 bytes from namespace a to a reader
 /// in b; returns the sender's address.
@@ -99,6 +127,7 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
     let (client, _server) = tcp_flow(&pair, PORT, 200, 3000);
     let noise_port2 = noise_flow();
     let udp_from = udp_flow(&pair);
+    v6_loopback_flow(&pair);
     std::thread::sleep(Duration::from_millis(300));
     let agent_final = stop_json(&mut agent, libc::SIGINT);
     std::thread::sleep(Duration::from_millis(200));
@@ -126,6 +155,7 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
     // client, the receiver port PORT).
     let mut stages: BTreeMap<RxStage, Vec<RxEvent>> = BTreeMap::new();
     let mut udp: BTreeMap<RxStage, Vec<RxEvent>> = BTreeMap::new();
+    let mut v6: BTreeMap<RxStage, Vec<RxEvent>> = BTreeMap::new();
     for f in &trace.frames {
         let Event::Rx(e) = &f.event else { continue };
         assert_eq!(f.host, "receiver");
@@ -142,6 +172,11 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
             assert_eq!(flow.saddr, client.ip(), "flow as the packet travelled");
             assert_eq!(e.protocol, 6);
             stages.entry(e.stage().unwrap()).or_default().push(*e);
+        }
+        if flow.dport == V6_PORT {
+            assert_eq!(e.family, 6, "{e:?}");
+            assert_eq!(flow.daddr, std::net::Ipv6Addr::LOCALHOST, "{e:?}");
+            v6.entry(e.stage().unwrap()).or_default().push(*e);
         }
         if flow.dport == UDP_PORT {
             // Socket-only stages show the socket's view: an unconnected UDP
@@ -296,6 +331,17 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
         .iter()
         .all(|e| e.len == 1000 && e.pid != 0));
 
+    // IPv6: every stage, and the 60,000 bytes as stack-entry ranges.
+    for st in RxStage::ALL {
+        assert!(v6.contains_key(&st), "no IPv6 {} event", st.name());
+    }
+    let v6_bytes: u64 = v6[&RxStage::StackEntry]
+        .iter()
+        .map(|e| u64::from(e.end_seq.wrapping_sub(e.seq)))
+        .sum();
+    // + SYN and FIN, one sequence number each.
+    assert_eq!(v6_bytes, 60_002, "IPv6 stack-entry ranges");
+
     // The dissector decodes the RX fields, every one filterable.
     let Some(tshark) = Tshark::or_skip("rx_stages_of_a_tcp_flow_between_namespaces") else {
         return;
@@ -337,4 +383,109 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
             assert_eq!(row.one("nettrace.rx.since_rx_stamp_ns"), d.to_string());
         }
     }
+}
+
+/// A bulk flow into a veth with GRO on: stack entry sees merged skbs,
+/// each one range covering many segments; the ranges tile the stream
+/// without overlapping, and TCP input carries the same ranges.
+#[test]
+fn gro_merged_skbs_are_ranges() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrrx9", 242).expect("creating namespaces");
+    // veth merges only with GRO on (which gives it a NAPI context).
+    let st = NetnsPair::exec(&pair.b, std::path::Path::new("ethtool"))
+        .args(["-K", "ntrrx9vb", "gro", "on"])
+        .status();
+    if !st.is_ok_and(|s| s.success()) {
+        tracer_e2e::skip::skip("ethtool -K gro on failed");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut sink = spawn_sink(&pair, out.path(), &[]);
+    let mut agent = spawn_rx_agent(&pair);
+    const TOTAL: usize = 8 << 20;
+    let (client, _) = bulk_flow(&pair, PORT, TOTAL);
+    std::thread::sleep(Duration::from_millis(300));
+    let agent_final = stop_json(&mut agent, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    stop_json(&mut sink, libc::SIGTERM);
+    assert_eq!(agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
+    assert_eq!(agent_final["stats"]["ring_overruns"], 0);
+    let trace = tracer_e2e::pcap::read_dir(out.path());
+    let mut entry = Vec::new();
+    let mut input = Vec::new();
+    for f in &trace.frames {
+        let Event::Rx(e) = &f.event else { continue };
+        let flow = e.flow();
+        if flow.sport != client.port() || flow.dport != PORT || e.end_seq == e.seq {
+            continue;
+        }
+        match e.stage() {
+            Some(RxStage::StackEntry) => entry.push((e.seq, e.end_seq)),
+            Some(RxStage::TcpInput) => input.push((e.seq, e.end_seq)),
+            _ => {}
+        }
+    }
+    entry.sort();
+    let bytes: u64 = entry.iter().map(|r| u64::from(r.1 - r.0)).sum();
+    // The data plus the FIN.
+    assert!(bytes >= TOTAL as u64, "stack entry covers {bytes} bytes");
+    let overlaps = entry.windows(2).filter(|w| w[1].0 < w[0].1).count();
+    assert!(overlaps <= 2, "{overlaps} overlaps");
+    // Merged: many skbs hold more than one 1448-byte segment.
+    let merged = entry.iter().filter(|r| r.1 - r.0 > 1448).count();
+    let largest = entry.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
+    eprintln!(
+        "GRO: {} stack-entry skbs, {merged} merged, largest {largest} bytes",
+        entry.len()
+    );
+    assert!(
+        merged * 2 >= entry.len(),
+        "{merged} of {} merged",
+        entry.len()
+    );
+    // TCP input sees the same skbs (the same ranges).
+    let input: std::collections::BTreeSet<_> = input.into_iter().collect();
+    let same = entry.iter().filter(|r| input.contains(r)).count();
+    assert!(same * 10 >= entry.len() * 9, "{same} of {}", entry.len());
+}
+
+/// Write `total` bytes from a to b as fast as TCP allows; returns the
+/// client's (local, peer) addresses.
+fn bulk_flow(
+    pair: &NetnsPair,
+    port: u16,
+    total: usize,
+) -> (std::net::SocketAddr, std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use tracer_e2e::netns::in_netns;
+    let addr = SocketAddr::from((pair.addr_b, port));
+    let server = in_netns(NetnsPair::path(&pair.b), "bulk-server", move || {
+        TcpListener::bind(addr).unwrap()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        let mut b = Vec::new();
+        s.read_to_end(&mut b).unwrap();
+        b.len()
+    });
+    let ends = in_netns(NetnsPair::path(&pair.a), "bulk-sender", move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let chunk = vec![0xa5u8; 1 << 16];
+        for _ in 0..total / chunk.len() {
+            c.write_all(&chunk).unwrap();
+        }
+        (c.local_addr().unwrap(), c.peer_addr().unwrap())
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    assert_eq!(reader.join().unwrap(), total);
+    ends
 }
