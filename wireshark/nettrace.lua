@@ -88,7 +88,7 @@ local LAYOUT = {
         },
         order = { "kind", "len" },
     },
-    kind = { TX = 1, CLOCK = 2, DROP = 4, TCP = 5 },
+    kind = { TX = 1, CLOCK = 2, RX = 3, DROP = 4, TCP = 5 },
     kinds = {
         [1] = {
             name = "TX",
@@ -130,6 +130,36 @@ local LAYOUT = {
                 state = { offset = 65, size = 1, type = "u8", names = "ClockState" },
             },
             order = { "mono_ns", "global_ns", "ref_ns", "offset_ns", "freq_ppb", "delay_ns", "uncertainty_ns", "error_estimate_ns", "source", "state" },
+        },
+        [3] = {
+            name = "RX",
+            body_len = 136,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                rx_stamp_ns = { offset = 16, size = 8, type = "u64" },
+                rx_stamp_global_ns = { offset = 24, size = 8, type = "u64" },
+                hw_ns = { offset = 32, size = 8, type = "u64" },
+                cookie = { offset = 40, size = 8, type = "u64" },
+                seq = { offset = 48, size = 4, type = "u32" },
+                end_seq = { offset = 52, size = 4, type = "u32" },
+                len = { offset = 56, size = 4, type = "u32" },
+                netns = { offset = 60, size = 4, type = "u32" },
+                ifindex = { offset = 64, size = 4, type = "u32" },
+                cpu = { offset = 68, size = 4, type = "u32" },
+                pid = { offset = 72, size = 4, type = "u32" },
+                tid = { offset = 76, size = 4, type = "u32" },
+                stage = { offset = 80, size = 1, type = "u8", names = "RxStage" },
+                family = { offset = 81, size = 1, type = "u8", names = "Family" },
+                protocol = { offset = 82, size = 1, type = "u8" },
+                tstamp_type = { offset = 83, size = 1, type = "u8" },
+                sport = { offset = 84, size = 2, type = "u16" },
+                dport = { offset = 86, size = 2, type = "u16" },
+                saddr = { offset = 88, size = 16, type = "addr" },
+                daddr = { offset = 104, size = 16, type = "addr" },
+                comm = { offset = 120, size = 16, type = "comm" },
+            },
+            order = { "mono_ns", "global_ns", "rx_stamp_ns", "rx_stamp_global_ns", "hw_ns", "cookie", "seq", "end_seq", "len", "netns", "ifindex", "cpu", "pid", "tid", "stage", "family", "protocol", "tstamp_type", "sport", "dport", "saddr", "daddr", "comm" },
         },
         [4] = {
             name = "DROP",
@@ -182,6 +212,7 @@ local LAYOUT = {
         TxStage = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" },
         ClockSource = { [0] = "system", [1] = "phc", [2] = "sink" },
         ClockState = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" },
+        RxStage = { [0] = "STACK_ENTRY", [1] = "TCP_INPUT", [2] = "DATA_READY", [3] = "COPY", [4] = "READ_DONE" },
         Family = { [4] = "IPv4", [6] = "IPv6" },
         FlowFamily = { [0] = "none", [4] = "IPv4", [6] = "IPv6" },
         TcpAnomaly = { [0] = "RETRANSMIT", [1] = "RESET_SENT", [2] = "RESET_RECEIVED", [3] = "RCVQUEUE_FULL", [4] = "EXCEED_BUF_LIMIT" },
@@ -204,6 +235,7 @@ local TX = LAYOUT.kinds[KIND.TX]
 local CLOCK = LAYOUT.kinds[KIND.CLOCK]
 local DROP = LAYOUT.kinds[KIND.DROP]
 local TCP = LAYOUT.kinds[KIND.TCP]
+local RX = LAYOUT.kinds[KIND.RX]
 local DEFAULT_UDP_PORT = 7420
 
 local STAGE_NAMES = LAYOUT.names.TxStage
@@ -217,6 +249,7 @@ local TCP_STATE_NAMES = { [1] = "ESTABLISHED", [2] = "SYN_SENT", [3] = "SYN_RECV
     [10] = "LISTEN", [11] = "CLOSING", [12] = "NEW_SYN_RECV" }
 -- IP protocol numbers a drop's flow shows by name.
 local L4PROTO_NAMES = { [1] = "ICMP", [6] = "TCP", [17] = "UDP", [58] = "ICMPv6", [132] = "SCTP" }
+local RX_STAGE_NAMES = LAYOUT.names.RxStage
 -- Stage numbers by name (STAGE.SENDMSG == 0, ...).
 local STAGE = {}
 for v, name in pairs(STAGE_NAMES) do
@@ -367,6 +400,38 @@ local F = {
     tcp_daddr = ProtoField.ipv4("nettrace.tcp.daddr", "Remote address"),
     tcp_saddr6 = ProtoField.ipv6("nettrace.tcp.saddr6", "Local address"),
     tcp_daddr6 = ProtoField.ipv6("nettrace.tcp.daddr6", "Remote address"),
+
+    -- RX stage events (kind RX): every field under nettrace.rx.
+    rx_mono_ns = ProtoField.uint64("nettrace.rx.mono_ns", "Monotonic ns (raw kernel stamp)"),
+    rx_global_ns = ProtoField.uint64("nettrace.rx.global_ns", "Global ns"),
+    rx_global_time = ProtoField.absolute_time("nettrace.rx.global_time", "Global time", base.UTC),
+    rx_stamp_ns = ProtoField.uint64("nettrace.rx.rx_stamp_ns", "skb RX stamp ns (CLOCK_REALTIME)"),
+    rx_stamp_global_ns = ProtoField.uint64("nettrace.rx.rx_stamp_global_ns", "skb RX stamp, global ns"),
+    rx_stamp_time = ProtoField.absolute_time("nettrace.rx.rx_stamp_time", "skb RX stamp, global time", base.UTC),
+    rx_hw_ns = ProtoField.uint64("nettrace.rx.hw_ns", "Hardware RX stamp ns"),
+    rx_cookie = ProtoField.uint64("nettrace.rx.cookie", "Socket cookie"),
+    rx_seq = ProtoField.uint32("nettrace.rx.seq", "TCP sequence (first byte)"),
+    rx_end_seq = ProtoField.uint32("nettrace.rx.end_seq", "TCP sequence after the last byte"),
+    rx_len = ProtoField.uint32("nettrace.rx.len", "Length"),
+    rx_netns = ProtoField.uint32("nettrace.rx.netns", "Network namespace inode"),
+    rx_ifindex = ProtoField.uint32("nettrace.rx.ifindex", "Interface index"),
+    rx_cpu = ProtoField.uint32("nettrace.rx.cpu", "CPU"),
+    rx_pid = ProtoField.uint32("nettrace.rx.pid", "Reader PID (tgid)"),
+    rx_tid = ProtoField.uint32("nettrace.rx.tid", "Reader thread id"),
+    rx_stage = ProtoField.uint8("nettrace.rx.stage", "RX stage", base.DEC, RX_STAGE_NAMES),
+    rx_family = ProtoField.uint8("nettrace.rx.family", "Family", base.DEC, FAMILY_NAMES),
+    rx_protocol = ProtoField.uint8("nettrace.rx.protocol", "IP protocol", base.DEC, { [6] = "TCP", [17] = "UDP" }),
+    rx_tstamp_type = ProtoField.uint8("nettrace.rx.tstamp_type", "RX stamp clock", base.DEC,
+        { [0] = "REALTIME", [1] = "MONOTONIC", [2] = "TAI" }),
+    rx_sport = ProtoField.uint16("nettrace.rx.sport", "Sender port"),
+    rx_dport = ProtoField.uint16("nettrace.rx.dport", "Receiver port"),
+    rx_saddr = ProtoField.ipv4("nettrace.rx.saddr", "Sender address"),
+    rx_daddr = ProtoField.ipv4("nettrace.rx.daddr", "Receiver address"),
+    rx_saddr6 = ProtoField.ipv6("nettrace.rx.saddr6", "Sender address"),
+    rx_daddr6 = ProtoField.ipv6("nettrace.rx.daddr6", "Receiver address"),
+    rx_comm = ProtoField.string("nettrace.rx.comm", "Reader command"),
+    -- generated: global_ns - rx_stamp_global_ns (netstacklat's measure)
+    rx_since_stamp = ProtoField.int64("nettrace.rx.since_rx_stamp_ns", "Since the skb's RX stamp (ns)"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -389,6 +454,7 @@ local E = {
     count_mismatch = malformed("event_count_mismatch", "Record count differs from the header"),
     body_too_short = malformed("body_too_short", "Body shorter than the version-1 layout"),
     bad_stage = malformed("bad_stage", "Unknown TX stage"),
+    bad_rx_stage = malformed("bad_rx_stage", "Unknown RX stage"),
     bad_family = malformed("bad_family", "Address family is neither 4 nor 6"),
     bad_clock_source = malformed("bad_clock_source", "Unknown clock source"),
     bad_clock_state = malformed("bad_clock_state", "Unknown clock servo state"),
@@ -953,6 +1019,87 @@ local function dissect_tcp(body, pinfo, tree, ctx)
     return summary
 end
 
+-- Decode an RX stage body (at least RX.body_len bytes). Returns the
+-- one-line summary.
+local function dissect_rx(body, pinfo, tree, ctx)
+    local b = field_reader(body, RX.fields)
+    flow_columns(pinfo, tree, ctx, b)
+    local stage = b("stage"):uint()
+    local family = b("family"):uint()
+    local ok = true
+
+    tree:add_le(F.rx_mono_ns, b("mono_ns"))
+    tree:add_le(F.rx_global_ns, b("global_ns"))
+    tree:add_packet_field(F.rx_global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    tree:add_le(F.rx_stamp_ns, b("rx_stamp_ns"))
+    tree:add_le(F.rx_stamp_global_ns, b("rx_stamp_global_ns"))
+    local stamp = b("rx_stamp_global_ns"):le_uint64()
+    if stamp ~= UInt64(0) then
+        tree:add_packet_field(F.rx_stamp_time, b("rx_stamp_global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    end
+    tree:add_le(F.rx_hw_ns, b("hw_ns"))
+    tree:add_le(F.rx_cookie, b("cookie"))
+    tree:add_le(F.rx_seq, b("seq"))
+    tree:add_le(F.rx_end_seq, b("end_seq"))
+    tree:add_le(F.rx_len, b("len"))
+    tree:add_le(F.rx_netns, b("netns"))
+    tree:add_le(F.rx_ifindex, b("ifindex"))
+    tree:add_le(F.rx_cpu, b("cpu"))
+    tree:add_le(F.rx_pid, b("pid"))
+    tree:add_le(F.rx_tid, b("tid"))
+    local stage_item = tree:add(F.rx_stage, b("stage"))
+    if RX_STAGE_NAMES[stage] == nil then
+        stage_item:add_proto_expert_info(E.bad_rx_stage, "Unknown RX stage " .. stage)
+        ok = false
+    end
+    local family_item = tree:add(F.rx_family, b("family"))
+    if FAMILY_NAMES[family] == nil then
+        family_item:add_proto_expert_info(E.bad_family, "Bad address family " .. family)
+        ok = false
+    end
+    tree:add(F.rx_protocol, b("protocol"))
+    tree:add(F.rx_tstamp_type, b("tstamp_type"))
+    tree:add_le(F.rx_sport, b("sport"))
+    tree:add_le(F.rx_dport, b("dport"))
+    local s, d = b("saddr"), b("daddr")
+    local saddr, daddr = "?", "?"
+    if family == 4 then
+        tree:add(F.rx_saddr, s(0, 4))
+        tree:add(F.rx_daddr, d(0, 4))
+        saddr, daddr = tostring(s(0, 4):ipv4()), tostring(d(0, 4):ipv4())
+    elseif family == 6 then
+        tree:add(F.rx_saddr6, s)
+        tree:add(F.rx_daddr6, d)
+        saddr, daddr = tostring(s:ipv6()), tostring(d:ipv6())
+    end
+    local c = b("comm")
+    local n = c:raw():find("\0", 1, true)
+    n = n and n - 1 or c:len()
+    if n == 0 then
+        tree:add(F.rx_comm, c, "")
+    else
+        tree:add_packet_field(F.rx_comm, c(0, n), ENC_UTF_8)
+    end
+
+    local summary = string.format("RX %s %s → %s len=%d",
+        RX_STAGE_NAMES[stage] or ("stage " .. stage),
+        endpoint(saddr, b("sport"):le_uint(), family),
+        endpoint(daddr, b("dport"):le_uint(), family), b("len"):le_uint())
+    local seq, end_seq = b("seq"):le_uint(), b("end_seq"):le_uint()
+    if seq ~= 0 or end_seq ~= 0 then
+        summary = summary .. string.format(" seq=%d..%d", seq, end_seq)
+    end
+    if stamp ~= UInt64(0) then
+        local since = signed_diff(b("global_ns"):le_uint64(), stamp)
+        tree:add(F.rx_since_stamp, b("rx_stamp_global_ns"), since):set_generated()
+        summary = summary .. " " .. format_ns(since) .. " since RX stamp"
+    end
+    if not ok then
+        return summary .. " [Malformed]"
+    end
+    return summary
+end
+
 -- Known kinds: name, version-1 body length, decoder (body tvb, pinfo,
 -- tree, ctx) -> summary.
 local KINDS = {
@@ -961,6 +1108,11 @@ local KINDS = {
         name = CLOCK.name,
         body_len = CLOCK.body_len,
         dissect = function(body, _, tree, _) return dissect_clock(body, tree) end,
+    },
+    [KIND.RX] = {
+        name = RX.name,
+        body_len = RX.body_len,
+        dissect = dissect_rx,
     },
     [KIND.DROP] = {
         name = DROP.name,

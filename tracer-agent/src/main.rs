@@ -24,6 +24,14 @@ use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsF
 /// reports, for every tagged skb, when sendmsg queued it (SENDMSG), when it
 /// entered the qdisc (SCHED), when the driver sent it (SND_SW / SND_HW) and
 /// when the peer acknowledged it (ACK).
+///
+/// The rx probe follows every received skb of this network namespace
+/// through five tracepoints (STACK_ENTRY, TCP_INPUT, DATA_READY, COPY,
+/// READ_DONE) with its TCP sequence range and its own RX stamp. The kernel
+/// stamps received skbs only while some socket asks for it, so while the rx
+/// probe runs the agent holds a socket with SO_TIMESTAMPING
+/// SOF_TIMESTAMPING_RX_SOFTWARE (this turns software RX stamping on for the
+/// whole host, as any timestamping application does).
 #[derive(Debug, Parser)]
 #[command(
     version,
@@ -31,6 +39,7 @@ use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsF
 Examples:
   tracer-agent --sink 10.0.0.2:7420 --probes tx
   tracer-agent --sink 10.0.0.2:7420 --probes tx --sample-every 100 --stats-interval 5
+  tracer-agent --sink 10.0.0.2:7420 --probes tx,rx
   nsenter --net=/run/netns/client tracer-agent --sink 10.0.0.2:7420 --hostname client
   tracer-agent --sink 10.0.0.2:7420 --clock sink    # follow the sink's clock
 
@@ -64,7 +73,8 @@ struct Cli {
     /// Tag one sendmsg call in N (selective sampling); 1 traces every one.
     /// Each CPU counts on its own: it tags its first call, then every Nth.
     /// Untagged calls cost one short BPF run and produce no events; the
-    /// stats show how many calls were seen (`sendmsg_seen`).
+    /// stats show how many calls were seen (`sendmsg_seen`). TX only: the
+    /// rx probe records every received skb.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     sample_every: u32,
 
@@ -325,6 +335,21 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_says_the_rx_probe_turns_rx_stamping_on() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("SOF_TIMESTAMPING_RX_SOFTWARE"), "{help}");
+        let c = parse(&["--probes", "tx,rx"]).unwrap();
+        let names: Vec<_> = in_registry_order(&c.probes)
+            .iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, ["tx", "rx"]);
+        // The default stays tx alone.
+        let names: Vec<_> = parse(&[]).unwrap().probes.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["tx"]);
     }
 
     #[test]

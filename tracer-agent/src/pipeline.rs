@@ -89,6 +89,14 @@ impl<T: Transport> Pipeline<T> {
         self.push_event(ev);
     }
 
+    /// Queue one RX stage event.
+    pub fn push_rx(&mut self, ev: &tracer_codec::RxEvent) {
+        if let Some(c) = self.stats.rx_events_by_stage.get_mut(ev.stage as usize) {
+            *c += 1;
+        }
+        self.push_event(ev);
+    }
+
     /// Queue one clock update.
     pub fn push_clock(&mut self, ev: &ClockEvent) {
         self.stats.clock_events += 1;

@@ -50,6 +50,20 @@ pub enum PreflightError {
         /// BTF file searched.
         btf: PathBuf,
     },
+    /// The kernel lacks tracepoints the rx probe attaches to.
+    #[error(
+        "this kernel ({release}) lacks the tracepoint(s) {} the rx probe attaches to \
+         (no btf_trace_* type in {btf}); run without --probes rx",
+        .missing.join(", ")
+    )]
+    NoRxTracepoints {
+        /// uname release.
+        release: String,
+        /// BTF file searched.
+        btf: PathBuf,
+        /// The missing tracepoints.
+        missing: Vec<&'static str>,
+    },
     /// No kernel BTF to check or to relocate against.
     #[error("cannot read kernel BTF {btf} ({error}); the kernel needs CONFIG_DEBUG_INFO_BTF=y")]
     NoBtf {

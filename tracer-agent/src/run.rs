@@ -18,7 +18,7 @@ use crate::probes::{
 };
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
-use tracer_codec::{ClockState, DropEvent, TcpEvent, TxEvent};
+use tracer_codec::{ClockState, DropEvent, RxEvent, TcpEvent, TxEvent};
 
 /// How often BPF counters (losses) are read.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
@@ -263,6 +263,8 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
 struct ToPipeline<'a> {
     p: &'a mut Pipeline<UdpTransport>,
     conv: &'a crate::clock::Converter,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns.
+    realtime_offset_ns: i64,
 }
 
 impl Collector for ToPipeline<'_> {
@@ -270,8 +272,17 @@ impl Collector for ToPipeline<'_> {
         self.conv.to_global_ns(mono_ns)
     }
 
+    fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
+        let mono = (realtime_ns as i64).saturating_sub(self.realtime_offset_ns);
+        self.conv.to_global_ns(mono.max(0) as u64)
+    }
+
     fn tx(&mut self, ev: &TxEvent) {
         self.p.push(ev);
+    }
+
+    fn rx(&mut self, ev: &RxEvent) {
+        self.p.push_rx(ev);
     }
 
     fn skb_drop(&mut self, ev: &DropEvent) {
@@ -300,8 +311,13 @@ fn drain(
     conv: &crate::clock::Converter,
 ) -> Option<u64> {
     let mut backlog = None;
+    let realtime_offset_ns = realtime_offset_ns();
     for probe in probes.iter_mut() {
-        match probe.drain(&mut ToPipeline { p, conv }) {
+        match probe.drain(&mut ToPipeline {
+            p,
+            conv,
+            realtime_offset_ns,
+        }) {
             Ok(Drained {
                 overruns,
                 max_backlog,
@@ -316,6 +332,31 @@ fn drain(
         }
     }
     backlog
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC, ns: REALTIME read between two
+/// MONOTONIC reads, the narrowest of a few tries (a preemption between the
+/// reads widens the bracket). Not a TAI offset: skb RX stamps are REALTIME.
+pub fn realtime_offset_ns() -> i64 {
+    fn read(clock: libc::clockid_t) -> i64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec we own.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    }
+    let mut best = (i64::MAX, 0i64);
+    for _ in 0..3 {
+        let m1 = read(libc::CLOCK_MONOTONIC);
+        let r = read(libc::CLOCK_REALTIME);
+        let m2 = read(libc::CLOCK_MONOTONIC);
+        if m2 - m1 < best.0 {
+            best = (m2 - m1, r - (m1 + (m2 - m1) / 2));
+        }
+    }
+    best.1
 }
 
 /// A probe error and its causes on one line, for a warning.

@@ -1,7 +1,7 @@
 //! The agent's counters, printed as a table or JSON.
 
 use serde::Serialize;
-use tracer_codec::TxStage;
+use tracer_codec::{RxStage, TxStage};
 
 use crate::probes::ProbeCounters;
 
@@ -11,6 +11,9 @@ pub struct AgentStats {
     /// TX events read from the probes' rings, by stage (index: the wire
     /// value, [`TxStage::ALL`] order).
     pub events_by_stage: [u64; TxStage::ALL.len()],
+    /// RX events read from the probes' rings, by stage (index: the wire
+    /// value, [`RxStage::ALL`] order).
+    pub rx_events_by_stage: [u64; RxStage::ALL.len()],
     /// Clock updates sent.
     pub clock_events: u64,
     /// skb drop events read from the drops probe.
@@ -41,8 +44,13 @@ pub struct AgentStats {
 }
 
 impl AgentStats {
-    /// Events read in total.
+    /// Events read in total (TX and RX).
     pub fn events(&self) -> u64 {
+        self.tx_events() + self.rx_events_by_stage.iter().sum::<u64>()
+    }
+
+    /// TX events read.
+    pub fn tx_events(&self) -> u64 {
         self.events_by_stage.iter().sum()
     }
 
@@ -67,12 +75,22 @@ impl AgentStats {
                 self.events_by_stage[st as usize]
             ));
         }
+        let rx: u64 = self.rx_events_by_stage.iter().sum();
+        if rx > 0 {
+            for st in RxStage::ALL {
+                s.push_str(&format!(
+                    "  rx {:<11} {:>9}\n",
+                    st.name(),
+                    self.rx_events_by_stage[st as usize]
+                ));
+            }
+        }
         s.push_str(&format!("  clock       {:>12}\n", self.clock_events));
         s.push_str(&format!("  drop        {:>12}\n", self.drop_events));
         s.push_str(&format!("  tcp anomaly {:>12}\n", self.tcp_events));
         s.push_str(&format!(
             "  tx total    {:>12}\nlosses:\n  ring overrun{:>12}\n  bad records {:>12}\n  unsent      {:>12}\n",
-            self.events(),
+            self.tx_events(),
             self.ring_overruns + self.bpf.ringbuf_lost,
             self.bad_records,
             self.events_unsent
@@ -90,6 +108,12 @@ impl AgentStats {
             s.push_str(&format!(
                 "  sendmsg seen{:>12} (sampled: tagged one in N)\n",
                 self.bpf.sendmsg_seen
+            ));
+        }
+        if self.bpf.rx_read_errors > 0 {
+            s.push_str(&format!(
+                "  rx hdr errs {:>12} (STACK_ENTRY headers unreadable)\n",
+                self.bpf.rx_read_errors
             ));
         }
         if let (Some(ns), Some(runs)) = (self.bpf_ns_per_run, self.bpf_runs) {

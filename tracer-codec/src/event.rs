@@ -10,6 +10,8 @@ pub enum EventKind {
     Tx,
     /// A clock update of the agent's global clock ([`ClockEvent`]).
     Clock,
+    /// A receive-path stage ([`crate::RxEvent`]).
+    Rx,
     /// An skb dropped by the kernel ([`DropEvent`](crate::DropEvent)).
     Drop,
     /// A TCP anomaly ([`TcpEvent`](crate::TcpEvent)).
@@ -23,6 +25,8 @@ impl EventKind {
     pub const TX: u16 = 1;
     /// Kind number of [`ClockEvent`] records.
     pub const CLOCK: u16 = 2;
+    /// Kind number of [`crate::RxEvent`] records.
+    pub const RX: u16 = 3;
     /// Kind number of [`DropEvent`](crate::DropEvent) records.
     pub const DROP: u16 = 4;
     /// Kind number of [`TcpEvent`](crate::TcpEvent) records.
@@ -33,6 +37,7 @@ impl EventKind {
         match v {
             Self::TX => EventKind::Tx,
             Self::CLOCK => EventKind::Clock,
+            Self::RX => EventKind::Rx,
             Self::DROP => EventKind::Drop,
             Self::TCP => EventKind::Tcp,
             other => EventKind::Unknown(other),
@@ -44,6 +49,7 @@ impl EventKind {
         match self {
             EventKind::Tx => Self::TX,
             EventKind::Clock => Self::CLOCK,
+            EventKind::Rx => Self::RX,
             EventKind::Drop => Self::DROP,
             EventKind::Tcp => Self::TCP,
             EventKind::Unknown(v) => v,
@@ -297,6 +303,8 @@ pub enum Event {
     Tx(TxEvent),
     /// A clock update.
     Clock(ClockEvent),
+    /// A receive-path stage.
+    Rx(crate::RxEvent),
     /// A dropped skb.
     Drop(crate::DropEvent),
     /// A TCP anomaly.
@@ -316,6 +324,7 @@ impl Event {
         match self {
             Event::Tx(_) => EventKind::Tx,
             Event::Clock(_) => EventKind::Clock,
+            Event::Rx(_) => EventKind::Rx,
             Event::Drop(_) => EventKind::Drop,
             Event::Tcp(_) => EventKind::Tcp,
             Event::Unknown { kind, .. } => EventKind::Unknown(*kind),
@@ -327,6 +336,7 @@ impl Event {
         match self {
             Event::Tx(e) => Some(e.global_ns),
             Event::Clock(e) => Some(e.global_ns),
+            Event::Rx(e) => Some(e.global_ns),
             Event::Drop(e) => Some(e.global_ns),
             Event::Tcp(e) => Some(e.global_ns),
             Event::Unknown { .. } => None,
@@ -338,6 +348,7 @@ impl Event {
         match self {
             Event::Tx(e) => e.summary(),
             Event::Clock(e) => e.summary(),
+            Event::Rx(e) => e.summary(),
             Event::Drop(e) => e.summary(),
             Event::Tcp(e) => e.summary(),
             Event::Unknown { kind, len } => format!("unknown event kind {kind} ({len} bytes)"),

@@ -420,6 +420,7 @@ pub const RECORD_HEADER: [Field; 2] = place([
 pub const EVENTS: &[EventLayout] = &[
     TxEvent::LAYOUT,
     ClockEvent::LAYOUT,
+    crate::RxEvent::LAYOUT,
     crate::drop::DropEvent::LAYOUT,
     crate::tcp::TcpEvent::LAYOUT,
 ];
@@ -429,6 +430,7 @@ pub const NAME_TABLES: &[&NameTable] = &[
     &TxStage::NAMES,
     &ClockSource::NAMES,
     &ClockState::NAMES,
+    &crate::RxStage::NAMES,
     &FAMILY,
     &crate::drop::FLOW_FAMILY,
     &crate::tcp::TcpAnomaly::NAMES,
@@ -728,6 +730,10 @@ mod tests {
     fn event_tables_match_what_bincode_encodes() {
         check_against_bincode::<TxEvent>(&TxEvent::LAYOUT, TxEvent::field_bytes);
         check_against_bincode::<ClockEvent>(&ClockEvent::LAYOUT, ClockEvent::field_bytes);
+        check_against_bincode::<crate::RxEvent>(
+            &crate::RxEvent::LAYOUT,
+            crate::RxEvent::field_bytes,
+        );
         check_against_bincode::<crate::DropEvent>(
             &crate::DropEvent::LAYOUT,
             crate::DropEvent::field_bytes,
@@ -739,7 +745,7 @@ mod tests {
         let mut b = Vec::new();
         TxEvent::default().encode_body(&mut b);
         assert_eq!(b.len(), TxEvent::BODY_LEN);
-        assert_eq!(EVENTS.len(), 4);
+        assert_eq!(EVENTS.len(), 5);
         for (i, e) in EVENTS.iter().enumerate() {
             assert_eq!(fields_len(e.fields), e.body_len);
             assert!(i == 0 || EVENTS[i - 1].kind < e.kind, "kind order");

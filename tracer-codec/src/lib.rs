@@ -14,6 +14,7 @@ pub mod drop;
 pub mod error;
 pub mod event;
 pub mod layout;
+pub mod rx;
 pub mod tcp;
 pub mod wire;
 
@@ -21,6 +22,7 @@ pub use capture::{CaptureRecord, CAPTURE_VERSION};
 pub use drop::{DropEvent, FLOW_FAMILY};
 pub use error::{DecodeError, HostnameError};
 pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
+pub use rx::{RxEvent, RxStage};
 pub use tcp::{TcpAnomaly, TcpEvent};
 pub use wire::{
     Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView, RawRecord,

@@ -211,6 +211,7 @@ impl RawRecord<'_> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(Event::Tx),
             EventKind::Clock => ClockEvent::decode_body(self.body).map(Event::Clock),
+            EventKind::Rx => crate::RxEvent::decode_body(self.body).map(Event::Rx),
             EventKind::Drop => DropEvent::decode_body(self.body).map(Event::Drop),
             EventKind::Tcp => TcpEvent::decode_body(self.body).map(Event::Tcp),
             EventKind::Unknown(kind) => Ok(Event::Unknown {
@@ -227,6 +228,7 @@ impl RawRecord<'_> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Clock => ClockEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
+            EventKind::Rx => crate::RxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Drop => DropEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Tcp => TcpEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Unknown(_) => Ok(None),
@@ -252,6 +254,7 @@ pub struct RecordView<'a> {
 /// Offset of `global_ns` in the bodies of the kinds that have one.
 const TX_GLOBAL_NS: usize = crate::layout::field_offset(TxEvent::LAYOUT.fields, "global_ns");
 const CLOCK_GLOBAL_NS: usize = crate::layout::field_offset(ClockEvent::LAYOUT.fields, "global_ns");
+const RX_GLOBAL_NS: usize = crate::layout::field_offset(crate::RxEvent::LAYOUT.fields, "global_ns");
 const DROP_GLOBAL_NS: usize = crate::layout::field_offset(DropEvent::LAYOUT.fields, "global_ns");
 const TCP_GLOBAL_NS: usize = crate::layout::field_offset(TcpEvent::LAYOUT.fields, "global_ns");
 
@@ -260,6 +263,7 @@ fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
     let at = match EventKind::from_u16(kind) {
         EventKind::Tx => TX_GLOBAL_NS,
         EventKind::Clock => CLOCK_GLOBAL_NS,
+        EventKind::Rx => RX_GLOBAL_NS,
         EventKind::Drop => DROP_GLOBAL_NS,
         EventKind::Tcp => TCP_GLOBAL_NS,
         EventKind::Unknown(_) => return None,

@@ -36,6 +36,51 @@ fn arb_tx() -> impl Strategy<Value = TxEvent> {
         )
 }
 
+fn arb_rx() -> impl Strategy<Value = RxEvent> {
+    (
+        any::<[u64; 6]>(),
+        any::<[u32; 8]>(),
+        0u8..5,
+        prop_oneof![Just(4u8), Just(6u8)],
+        any::<(u8, u8, u16, u16)>(),
+        any::<([u8; 16], [u8; 16], [u8; 16])>(),
+    )
+        .prop_map(
+            |(w, d, stage, family, (protocol, tstamp_type, sport, dport), (saddr, daddr, comm))| {
+                RxEvent {
+                    mono_ns: w[0],
+                    global_ns: w[1],
+                    rx_stamp_ns: w[2],
+                    rx_stamp_global_ns: w[3],
+                    hw_ns: w[4],
+                    cookie: w[5],
+                    seq: d[0],
+                    end_seq: d[1],
+                    len: d[2],
+                    netns: d[3],
+                    ifindex: d[4],
+                    cpu: d[5],
+                    pid: d[6],
+                    tid: d[7],
+                    stage,
+                    family,
+                    protocol,
+                    tstamp_type,
+                    sport,
+                    dport,
+                    saddr,
+                    daddr,
+                    comm,
+                }
+            },
+        )
+}
+
+/// A TX or an RX event.
+fn arb_event() -> impl Strategy<Value = Event> {
+    prop_oneof![arb_tx().prop_map(Event::Tx), arb_rx().prop_map(Event::Rx)]
+}
+
 fn header(host: &str, seq: u64) -> DatagramHeader {
     DatagramHeader {
         version: WIRE_VERSION,
@@ -120,6 +165,32 @@ proptest! {
             Event::Tx(t) => *t, other => panic!("unexpected {other:?}"),
         }).collect();
         prop_assert_eq!(got, pushed);
+    }
+
+    #[test]
+    fn mixed_tx_rx_datagrams_round_trip(events in prop::collection::vec(arb_event(), 0..30),
+                                        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4)) {
+        let mut b = DatagramBuilder::new("rx", 9000);
+        let mut pushed = Vec::new();
+        for e in &events {
+            let ok = match e {
+                Event::Tx(t) => b.push(t),
+                Event::Rx(r) => b.push(r),
+                _ => unreachable!(),
+            };
+            if !ok { break; }
+            pushed.push(e.clone());
+        }
+        let mut bytes = b.finish(&header("rx", 5));
+        let d = Datagram::decode(&bytes).unwrap();
+        let got: Vec<Event> = d.records.iter().map(|(_, e)| e.clone()).collect();
+        prop_assert_eq!(got, pushed);
+        both_agree(&bytes)?;
+        for (i, v) in &flips {
+            let at = i.index(bytes.len());
+            bytes[at] = *v;
+        }
+        both_agree(&bytes)?;
     }
 
     #[test]

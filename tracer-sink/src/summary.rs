@@ -205,6 +205,35 @@ mod tests {
     }
 
     #[test]
+    fn an_rx_record_gets_its_summary_line() {
+        let mut s = Summarizer::default();
+        let ev = tracer_codec::RxEvent {
+            global_ns: 5_000,
+            rx_stamp_global_ns: 2_000,
+            seq: 100,
+            end_seq: 1548,
+            len: 1500,
+            stage: tracer_codec::RxStage::TcpInput as u8,
+            family: 4,
+            sport: 40000,
+            dport: 5201,
+            saddr: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            daddr: [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            ..Default::default()
+        };
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&EventKind::RX.to_le_bytes());
+        rec.extend_from_slice(&(tracer_codec::RxEvent::BODY_LEN as u16).to_le_bytes());
+        ev.encode_body(&mut rec);
+        let mut out = Vec::new();
+        s.summarize_record(&rec, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "RX TCP_INPUT 10.0.0.1:40000 > 10.0.0.2:5201 len=1500 cpu=0 seq=100..1548 since_rx_stamp=3000ns"
+        );
+    }
+
+    #[test]
     fn record_summary_goes_through_the_codec_decoder() {
         let mut s = Summarizer::default();
         let mut ev = TxEvent {

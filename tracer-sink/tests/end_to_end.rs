@@ -136,6 +136,7 @@ async fn three_agents_round_trip() {
                 assert_eq!(epb_comment(e), Some(want.summary()));
             }
             Event::Clock(c) => panic!("no clock event was sent: {c:?}"),
+            Event::Rx(r) => panic!("no RX event was sent: {r:?}"),
             Event::Drop(d) => panic!("no drop event was sent: {d:?}"),
             Event::Tcp(t) => panic!("no tcp event was sent: {t:?}"),
             Event::Unknown { kind, len } => {

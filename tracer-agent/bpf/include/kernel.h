@@ -136,7 +136,12 @@ enum sk_rst_reason {
 
 struct proto;
 
+typedef struct {
+	__s64 counter;
+} atomic64_t;
+
 struct sock_common {
+	atomic64_t skc_cookie;
 	__be32 skc_daddr;
 	__be32 skc_rcv_saddr;
 	__be16 skc_dport;
@@ -150,6 +155,12 @@ struct sock_common {
 
 struct sock {
 	struct sock_common __sk_common;
+	__u16 sk_protocol;
+} __attribute__((preserve_access_index));
+
+struct tcp_sock {
+	__u32 copied_seq;
+	__u32 rcv_nxt;
 } __attribute__((preserve_access_index));
 
 struct net_device {
@@ -157,15 +168,37 @@ struct net_device {
 	possible_net_t nd_net;
 } __attribute__((preserve_access_index));
 
+struct nsproxy {
+	struct net *net_ns;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	struct nsproxy *nsproxy;
+} __attribute__((preserve_access_index));
+
+typedef __s64 ktime_t;
+
 struct sk_buff {
 	struct net_device *dev;
 	struct sock *sk;
+	ktime_t tstamp;
+	char cb[48];
+	unsigned int len;
+	__u8 tstamp_type: 2;
+	int skb_iif;
+	__be16 protocol;
+	__u16 network_header;
 	unsigned char *head;
 	unsigned int end;	/* offset from head on 64-bit kernels */
-	unsigned int len;
-	__be16 protocol;
-	__u16 network_header;	/* offset from head */
-	char cb[48];
+} __attribute__((preserve_access_index));
+
+struct skb_shared_hwtstamps {
+	ktime_t hwtstamp;
+} __attribute__((preserve_access_index));
+
+struct skb_shared_info {
+	__u32 tskey;
+	struct skb_shared_hwtstamps hwtstamps;
 } __attribute__((preserve_access_index));
 
 /* skb:kfree_skb's reason values the probe filters on (not a name table:
@@ -175,14 +208,53 @@ enum skb_drop_reason {
 	SKB_CONSUMED = 1,
 };
 
+/* Packet headers (UAPI, wire layout; read with bpf_probe_read_kernel). */
+struct iphdr {
+	__u8 ihl_version;	/* ihl in the low nibble (little-endian bitfield) */
+	__u8 tos;
+	__be16 tot_len;
+	__be16 id;
+	__be16 frag_off;
+	__u8 ttl;
+	__u8 protocol;
+	__u16 check;
+	__be32 saddr;
+	__be32 daddr;
+};
+
+struct ipv6hdr {
+	__u8 priority_version;
+	__u8 flow_lbl[3];
+	__be16 payload_len;
+	__u8 nexthdr;
+	__u8 hop_limit;
+	struct in6_addr saddr;
+	struct in6_addr daddr;
+};
+
+struct tcphdr {
+	__be16 source;
+	__be16 dest;
+	__be32 seq;
+	__be32 ack_seq;
+	__u8 res1_doff;		/* doff in the high nibble */
+	__u8 flags;		/* FIN 0x01, SYN 0x02, ... */
+	__be16 window;
+	__u16 check;
+	__u16 urg_ptr;
+};
+
+struct udphdr {
+	__be16 source;
+	__be16 dest;
+	__be16 len;
+	__u16 check;
+};
+
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
-
-struct skb_shared_info {
-	__u32 tskey;
-} __attribute__((preserve_access_index));
 
 struct bpf_sock_ops_kern {
 	struct sock *sk;

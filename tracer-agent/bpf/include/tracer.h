@@ -20,6 +20,7 @@ struct record_hdr {
 
 enum record_kind {
 	RECORD_TX = 1,
+	RECORD_RX = 2,
 	RECORD_DROP = 3,
 	RECORD_TCP = 4,
 };
@@ -133,6 +134,51 @@ struct tcp_record {
 enum tcp_counter {
 	TCP_CTR_LOST = 0,	/* no slot could be had: events lost */
 	TCP_CTR_MAX = 1,
+};
+
+/* Values of rx_record.stage, in the order an skb meets them; the same
+ * numbers as on the wire. */
+enum rx_stage {
+	RX_STACK_ENTRY = 0,	/* net:netif_receive_skb: after driver and GRO */
+	RX_TCP_INPUT = 1,	/* tcp:tcp_probe: established-path TCP input */
+	RX_DATA_READY = 2,	/* sock:sk_data_ready: reader woken (no skb) */
+	RX_COPY = 3,		/* skb:skb_copy_datagram_iovec: copy to the app */
+	RX_READ_DONE = 4,	/* sock:sock_recv_length: recvmsg returns (no skb) */
+	RX_STAGE_MAX = 5,	/* number of stages, not a stage */
+};
+
+/* One RX tracepoint hit. The flow is as the packet travelled: saddr/sport
+ * is the sender (remote), daddr/dport this host (local). */
+struct rx_record {
+	struct record_hdr hdr;
+	__u64 mono_ns;		/* bpf_ktime_get_ns() */
+	__u64 rx_stamp_ns;	/* skb->tstamp, CLOCK_REALTIME ns; 0 if unset/no skb */
+	__u64 hw_ns;		/* skb_hwtstamps(skb)->hwtstamp, else 0 */
+	__u64 cookie;		/* socket cookie at socket stages, else 0 */
+	__u32 seq;		/* TCP seq of the skb's first byte (0: none) */
+	__u32 end_seq;		/* TCP seq after its last byte (rcv_nxt / copied_seq at DATA_READY / READ_DONE) */
+	__u32 len;		/* payload bytes (skb->len, copied or read bytes) */
+	__u32 netns;		/* netns inode */
+	__u32 ifindex;		/* receiving device, 0 if unknown */
+	__u32 cpu;
+	__u32 pid;		/* tgid at COPY and READ_DONE, else 0 */
+	__u32 tid;		/* COPY and READ_DONE, else 0 */
+	__u8 stage;		/* enum rx_stage */
+	__u8 family;		/* 4 or 6 */
+	__u8 protocol;		/* IPPROTO_TCP (6), IPPROTO_UDP (17), else 0 */
+	__u8 tstamp_type;	/* skb->tstamp_type: 0 REALTIME, 1 MONO, 2 TAI */
+	__u16 sport;		/* host order */
+	__u16 dport;		/* host order */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	char comm[16];		/* reader's task name at COPY and READ_DONE */
+};
+
+/* Indexes of the rx probe's per-CPU counter array `rx_counters`. */
+enum rx_counter {
+	RX_CTR_LOST = 0,	/* no slot could be had: events lost */
+	RX_CTR_READ_ERR = 1,	/* packet headers could not be read */
+	RX_CTR_MAX = 2,
 };
 
 #endif /* TRACER_H */

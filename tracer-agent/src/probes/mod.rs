@@ -13,11 +13,12 @@ use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
 use libbpf_rs::OpenObject;
-use tracer_codec::{DropEvent, TcpEvent, TxEvent};
+use tracer_codec::{DropEvent, RxEvent, TcpEvent, TxEvent};
 
 use crate::preflight::PreflightError;
 
 pub mod drops;
+pub mod rx;
 pub mod slots;
 pub mod tcp;
 pub mod tx;
@@ -25,7 +26,7 @@ pub mod tx;
 pub use slots::Drained;
 
 /// Every probe this agent knows, in the order they are listed and loaded.
-pub static PROBES: &[ProbeSpec] = &[tx::SPEC, drops::SPEC, tcp::SPEC];
+pub static PROBES: &[ProbeSpec] = &[tx::SPEC, rx::SPEC, drops::SPEC, tcp::SPEC];
 
 /// Settings shared by every probe; each takes what it needs.
 #[derive(Debug, Clone)]
@@ -192,6 +193,9 @@ pub struct ProbeCounters {
     /// sendmsg calls of traced sockets seen while sampling
     /// (`--sample-every` > 1); one in N of them was tagged.
     pub sendmsg_seen: u64,
+    /// RX stack-entry records whose packet headers could not be read
+    /// (published without flow and sequence range).
+    pub rx_read_errors: u64,
     /// skbs freed with a drop reason, in any namespace (before the netns
     /// filter): the drops probe's work, not its output.
     pub drops_seen: u64,
@@ -207,6 +211,7 @@ impl std::ops::AddAssign for ProbeCounters {
         self.tag_errors += o.tag_errors;
         self.sockets += o.sockets;
         self.sendmsg_seen += o.sendmsg_seen;
+        self.rx_read_errors += o.rx_read_errors;
         self.drops_seen += o.drops_seen;
         self.drops_unattributed += o.drops_unattributed;
     }
@@ -217,8 +222,13 @@ impl std::ops::AddAssign for ProbeCounters {
 pub trait Collector {
     /// A raw CLOCK_MONOTONIC stamp on the global time axis.
     fn global_ns(&self, mono_ns: u64) -> u64;
+    /// A CLOCK_REALTIME stamp (an skb's software RX stamp) on the global
+    /// time axis, through the REALTIME - MONOTONIC offset of this drain.
+    fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64;
     /// A TX timestamping event.
     fn tx(&mut self, ev: &TxEvent);
+    /// An RX stage event.
+    fn rx(&mut self, ev: &RxEvent);
     /// An skb drop event.
     fn skb_drop(&mut self, ev: &DropEvent);
     /// A TCP anomaly event.
@@ -258,6 +268,7 @@ mod tests {
         };
         assert_eq!(names("tx"), ["tx"]);
         assert_eq!(names("tx, tx"), ["tx"]);
+        assert_eq!(names("rx,tx"), ["tx", "rx"]);
     }
 
     #[test]

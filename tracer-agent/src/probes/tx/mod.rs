@@ -204,7 +204,7 @@ impl Probe for TxProbe<'_> {
             tag_errors: at(counter::CTR_TAG_ERR),
             sockets: at(counter::CTR_SOCKETS),
             sendmsg_seen: at(counter::CTR_SENDMSG_SEEN),
-            ..Default::default()
+            ..ProbeCounters::default()
         })
     }
 
@@ -445,8 +445,14 @@ mod tests {
         fn global_ns(&self, mono_ns: u64) -> u64 {
             mono_ns + 1000
         }
+        fn realtime_to_global_ns(&self, _realtime_ns: u64) -> u64 {
+            unreachable!("TX records carry no REALTIME stamp")
+        }
         fn tx(&mut self, ev: &TxEvent) {
             self.events.push(*ev);
+        }
+        fn rx(&mut self, _ev: &tracer_codec::RxEvent) {
+            unreachable!("the TX probe makes no RX events")
         }
         fn skb_drop(&mut self, ev: &tracer_codec::DropEvent) {
             panic!("the tx probe delivered a drop: {ev:?}");

@@ -1,0 +1,491 @@
+//! End to end with the real kernel: a TCP flow between two network
+//! namespaces over veth, tracer-agent with `--probes tx,rx` in the RECEIVER's
+//! namespace; the pcapng must hold every RX stage for most received skbs,
+//! in order per skb, with consistent TCP ranges and a small, non-negative
+//! latency from the skb's own RX stamp; nothing from another namespace;
+//! and the dissector must decode the `nettrace.rx.*` fields.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tracer_codec::{Event, RxEvent, RxStage};
+use tracer_e2e::bins::bin;
+use tracer_e2e::netns::NetnsPair;
+use tracer_e2e::procs::Proc;
+use tracer_e2e::scenario::{noise_flow, spawn_sink, stop_json, tcp_flow, SINK_PORT};
+use tracer_e2e::skip::require_root;
+use tracer_e2e::tshark::{Query, Tshark};
+
+/// Largest accepted latency from the skb's RX stamp to a kernel stage
+/// (STACK_ENTRY, TCP_INPUT): an idle veth delivers in microseconds; this
+/// catches a clock mix-up (REALTIME vs TAI is 37 s on some hosts, REALTIME
+/// vs MONOTONIC decades).
+const MAX_SINCE_RX_STAMP_NS: i64 = 5_000_000;
+/// The same at COPY, which waits for the reader thread to be scheduled
+/// (several ms at times on a busy 2-core VM).
+const MAX_COPY_SINCE_RX_STAMP_NS: i64 = 200_000_000;
+/// Median over every stamped skb event.
+const MAX_MEDIAN_SINCE_RX_STAMP_NS: i64 = 1_000_000;
+
+const PORT: u16 = 5301;
+const UDP_PORT: u16 = 5302;
+const UDP_DATAGRAMS: usize = 20;
+const V6_PORT: u16 = 5303;
+
+/// A short TCP flow over ::1 inside namespace b (IPv6 headers at stack
+/// entry, IPv6 sockets at the socket stages).
+fn v6_loopback_flow(pair: &NetnsPair) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use tracer_e2e::netns::in_netns;
+    in_netns(NetnsPair::path(&pair.b), "v6-flow", || {
+        let l = TcpListener::bind(("::1", V6_PORT)).unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = Vec::new();
+            s.read_to_end(&mut b).unwrap();
+            b.len()
+        });
+        let mut c = TcpStream::connect(("::1", V6_PORT)).unwrap();
+        for _ in 0..20 {
+            c.write_all(&[3u8; 3000]).unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        drop(c);
+        assert_eq!(t.join().unwrap(), 60_000);
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+}
+
+/// Send UDP_DATAGRAMS datagrams of 1000 bytes from namespace a to a reader
+/// in b; returns the sender's address.
+fn udp_flow(pair: &NetnsPair) -> std::net::SocketAddr {
+    use std::net::{SocketAddr, UdpSocket};
+    use tracer_e2e::netns::in_netns;
+    let to = SocketAddr::from((pair.addr_b, UDP_PORT));
+    let server = in_netns(NetnsPair::path(&pair.b), "udp-server", move || {
+        UdpSocket::bind(to).unwrap()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        (0..UDP_DATAGRAMS)
+            .map(|_| server.recv(&mut buf).unwrap())
+            .sum::<usize>()
+    });
+    let from = in_netns(NetnsPair::path(&pair.a), "udp-sender", move || {
+        let c = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for _ in 0..UDP_DATAGRAMS {
+            c.send_to(&[7u8; 1000], to).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        c.local_addr().unwrap()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    assert_eq!(reader.join().unwrap(), UDP_DATAGRAMS * 1000);
+    from
+}
+
+/// The agent with `--probes tx,rx` in namespace b (the receiver): both
+/// probes side by side.
+fn spawn_rx_agent(pair: &NetnsPair) -> Proc {
+    let mut cmd = NetnsPair::exec(&pair.b, &bin("tracer-agent"));
+    cmd.args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .args(["--probes", "tx,rx", "--hostname", "receiver", "--json"]);
+    let mut agent = Proc::spawn("tracer-agent", cmd);
+    agent.wait_stderr("rx probe attached", Duration::from_secs(30));
+    agent
+}
+
+/// A TCP skb's range as the key of its stages.
+type Range = (u32, u32);
+
+/// Does `outer` contain `inner` (TCP sequence space, no wrap in a short test)?
+fn contains(outer: Range, inner: Range) -> bool {
+    outer.0 <= inner.0 && inner.1 <= outer.1
+}
+
+#[test]
+fn rx_stages_of_a_tcp_flow_between_namespaces() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrrx8", 241).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let mut sink = spawn_sink(&pair, out.path(), &[]);
+    let mut agent = spawn_rx_agent(&pair);
+    let noise_port = noise_flow();
+    let (client, _server) = tcp_flow(&pair, PORT, 200, 3000);
+    let noise_port2 = noise_flow();
+    let udp_from = udp_flow(&pair);
+    v6_loopback_flow(&pair);
+    std::thread::sleep(Duration::from_millis(300));
+    let agent_final = stop_json(&mut agent, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    let sink_final = stop_json(&mut sink, libc::SIGTERM);
+    let netns_b = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(NetnsPair::path(&pair.b)).unwrap().ino() as u32
+    };
+    let trace = tracer_e2e::pcap::read_dir(out.path());
+    assert_eq!(agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
+    assert_eq!(agent_final["stats"]["ring_overruns"], 0);
+    assert_eq!(agent_final["stats"]["bad_records"], 0);
+    let rx_total: u64 = agent_final["stats"]["rx_events_by_stage"]
+        .as_array()
+        .expect("rx stats")
+        .iter()
+        .filter_map(|v| v.as_u64())
+        .sum();
+    assert!(
+        sink_final["events_written"].as_u64() >= Some(rx_total),
+        "every RX event the agent read is in the file: {sink_final} {agent_final}"
+    );
+
+    // The flow's events by stage (data sent a -> b: the sender is the
+    // client, the receiver port PORT).
+    let mut stages: BTreeMap<RxStage, Vec<RxEvent>> = BTreeMap::new();
+    let mut udp: BTreeMap<RxStage, Vec<RxEvent>> = BTreeMap::new();
+    let mut v6: BTreeMap<RxStage, Vec<RxEvent>> = BTreeMap::new();
+    for f in &trace.frames {
+        let Event::Rx(e) = &f.event else { continue };
+        assert_eq!(f.host, "receiver");
+        assert_eq!(f.ts_ns, e.global_ns, "EPB timestamp is the global stamp");
+        assert_eq!(e.netns, netns_b, "event from another namespace: {e:?}");
+        let flow = e.flow();
+        for p in [noise_port, noise_port2] {
+            assert!(
+                flow.sport != p && flow.dport != p,
+                "root-namespace flow leaked in: {e:?}"
+            );
+        }
+        if flow.sport == client.port() && flow.dport == PORT {
+            assert_eq!(flow.saddr, client.ip(), "flow as the packet travelled");
+            assert_eq!(e.protocol, 6);
+            stages.entry(e.stage().unwrap()).or_default().push(*e);
+        }
+        if flow.dport == V6_PORT {
+            assert_eq!(e.family, 6, "{e:?}");
+            assert_eq!(flow.daddr, std::net::Ipv6Addr::LOCALHOST, "{e:?}");
+            v6.entry(e.stage().unwrap()).or_default().push(*e);
+        }
+        if flow.dport == UDP_PORT {
+            // Socket-only stages show the socket's view: an unconnected UDP
+            // socket knows no remote end.
+            if matches!(e.stage(), Some(RxStage::StackEntry | RxStage::Copy)) {
+                assert_eq!(flow.sport, udp_from.port(), "{e:?}");
+            }
+            assert_eq!(e.protocol, 17, "{e:?}");
+            assert_eq!((e.seq, e.end_seq), (0, 0), "no TCP range for UDP: {e:?}");
+            udp.entry(e.stage().unwrap()).or_default().push(*e);
+        }
+    }
+    for st in RxStage::ALL {
+        assert!(
+            stages.get(&st).is_some_and(|v| !v.is_empty()),
+            "no {} events: {:?}",
+            st.name(),
+            stages.keys().collect::<Vec<_>>()
+        );
+    }
+    // Data skbs (pure ACKs and the handshake carry no range).
+    let data = |st: RxStage| -> Vec<RxEvent> {
+        let mut v: Vec<RxEvent> = stages[&st]
+            .iter()
+            .filter(|e| e.end_seq != e.seq)
+            .copied()
+            .collect();
+        v.sort_by_key(|e| e.mono_ns);
+        v
+    };
+    let entry = data(RxStage::StackEntry);
+    let input = data(RxStage::TcpInput);
+    let copy = data(RxStage::Copy);
+    let ready = stages[&RxStage::DataReady].clone();
+    let done = stages[&RxStage::ReadDone].clone();
+
+    // Sequence ranges: seq < end_seq and, at stack entry, no two skbs of
+    // the flow overlap (a retransmission would; none on an idle veth
+    // beyond a rare tail-loss probe).
+    let mut ranges: Vec<Range> = entry.iter().map(|e| (e.seq, e.end_seq)).collect();
+    ranges.sort();
+    assert!(ranges.iter().all(|r| r.0 < r.1), "{ranges:?}");
+    let overlaps = ranges.windows(2).filter(|w| w[1].0 < w[0].1).count();
+    assert!(overlaps <= 2, "{overlaps} overlapping skbs: {ranges:?}");
+    // The skbs cover the 600,000 bytes sent (GRO may merge segments).
+    let bytes: u64 = ranges.iter().map(|r| u64::from(r.1 - r.0)).sum();
+    assert!(bytes >= 600_000, "stack entry saw {bytes} bytes");
+    // The stack-entry length covers the headers and payload of the skb.
+    assert!(entry.iter().all(|e| e.len >= e.end_seq - e.seq));
+
+    // Per skb, in order: stack entry, TCP input, data ready, copy, read
+    // done (mono stamps). Present for most skbs.
+    let (mut complete, n) = (0usize, entry.len());
+    for s in &entry {
+        let r = (s.seq, s.end_seq);
+        let Some(t) = input.iter().find(|t| (t.seq, t.end_seq) == r) else {
+            continue;
+        };
+        assert!(
+            s.mono_ns <= t.mono_ns,
+            "TCP input before stack entry: {s:?} {t:?}"
+        );
+        // Woken once rcv_nxt covers the skb.
+        let dr = ready
+            .iter()
+            .filter(|d| d.mono_ns >= t.mono_ns)
+            .find(|d| d.end_seq.wrapping_sub(r.1) as i32 >= 0);
+        // Copied from a receive-queue skb holding this range (TCP may have
+        // coalesced it into its predecessor).
+        let c = copy.iter().find(|c| contains((c.seq, c.end_seq), r));
+        let Some(c) = c else { continue };
+        assert!(t.mono_ns <= c.mono_ns, "copy before TCP input: {t:?} {c:?}");
+        // The read that took the skb's last byte ends after the copy.
+        let rd = done
+            .iter()
+            .filter(|d| d.mono_ns >= c.mono_ns)
+            .find(|d| d.end_seq.wrapping_sub(r.1) as i32 >= 0);
+        if let (Some(dr), Some(_rd)) = (dr, rd) {
+            assert!(dr.mono_ns >= t.mono_ns);
+            complete += 1;
+        }
+    }
+    assert!(
+        complete * 10 >= n * 9,
+        "every stage for only {complete} of {n} skbs"
+    );
+
+    // The skb's software RX stamp, converted REALTIME -> global: the
+    // latency to each skb stage is non-negative and small.
+    let mut stamped = 0;
+    let mut since = Vec::new();
+    for e in entry.iter().chain(&input).chain(&copy) {
+        let Some(d) = e.since_rx_stamp_ns() else {
+            continue;
+        };
+        stamped += 1;
+        since.push(d);
+        let max = if e.stage() == Some(RxStage::Copy) {
+            MAX_COPY_SINCE_RX_STAMP_NS
+        } else {
+            MAX_SINCE_RX_STAMP_NS
+        };
+        assert!(
+            (0..max).contains(&d),
+            "{} latency from the RX stamp {d} ns: {e:?}",
+            e.stage().unwrap().name()
+        );
+        // From TCP input on, the skb carries the REALTIME stamp the stack
+        // takes on receive (ip_local_deliver replaces a delivery time).
+        // At stack entry over veth it may still carry the sender TCP's
+        // MONOTONIC delivery time (EDT), which the agent maps as well.
+        if e.stage() != Some(RxStage::StackEntry) {
+            assert_eq!(e.tstamp_type, 0, "a REALTIME RX stamp: {e:?}");
+        } else {
+            assert!(e.tstamp_type <= 1, "{e:?}");
+        }
+    }
+    since.sort_unstable();
+    let median = since.get(since.len() / 2).copied().unwrap_or(0);
+    eprintln!(
+        "since RX stamp: n={} median={median} ns p99={} ns",
+        since.len(),
+        since.get(since.len() * 99 / 100).copied().unwrap_or(0)
+    );
+    assert!(median < MAX_MEDIAN_SINCE_RX_STAMP_NS, "median {median} ns");
+    let skb_events = entry.len() + input.len() + copy.len();
+    assert!(
+        stamped * 10 >= skb_events * 9,
+        "only {stamped} of {skb_events} skb events carry an RX stamp (by stage: {:?})",
+        [&entry, &input, &copy].map(|v| v.iter().filter(|e| e.rx_stamp_global_ns != 0).count())
+    );
+    // Application stages name the reader.
+    for e in copy.iter().chain(&done) {
+        assert_ne!(e.pid, 0);
+        assert_ne!(e.cookie, 0, "{e:?}");
+    }
+
+    // UDP: the stages its hooks give (stack entry, data ready, read done),
+    // one per datagram; no TCP stage. COPY only for non-linear skbs: UDP
+    // copies a linear skb with copy_linear_skb(), which has no tracepoint.
+    let count = |st: RxStage| udp.get(&st).map_or(0, Vec::len);
+    eprintln!(
+        "UDP stages: {:?}",
+        RxStage::ALL.map(|s| (s.name(), count(s)))
+    );
+    assert_eq!(count(RxStage::TcpInput), 0);
+    assert!(count(RxStage::Copy) <= UDP_DATAGRAMS);
+    for st in [RxStage::StackEntry, RxStage::DataReady, RxStage::ReadDone] {
+        assert_eq!(count(st), UDP_DATAGRAMS, "UDP {}", st.name());
+    }
+    assert!(udp[&RxStage::ReadDone]
+        .iter()
+        .all(|e| e.len == 1000 && e.pid != 0));
+
+    // IPv6: every stage, and the 60,000 bytes as stack-entry ranges.
+    for st in RxStage::ALL {
+        assert!(v6.contains_key(&st), "no IPv6 {} event", st.name());
+    }
+    let v6_bytes: u64 = v6[&RxStage::StackEntry]
+        .iter()
+        .map(|e| u64::from(e.end_seq.wrapping_sub(e.seq)))
+        .sum();
+    // + SYN and FIN, one sequence number each.
+    assert_eq!(v6_bytes, 60_002, "IPv6 stack-entry ranges");
+
+    // The dissector decodes the RX fields, every one filterable.
+    let Some(tshark) = Tshark::or_skip("rx_stages_of_a_tcp_flow_between_namespaces") else {
+        return;
+    };
+    let file = &trace.files[0];
+    let q = Query::default().filter(&format!(
+        "nettrace.rx.stage == 0 && nettrace.rx.dport == {PORT} && nettrace.rx.end_seq > nettrace.rx.seq"
+    ));
+    let rows = tshark
+        .fields(
+            file,
+            &[
+                "nettrace.rx.stage",
+                "nettrace.rx.seq",
+                "nettrace.rx.end_seq",
+                "nettrace.rx.len",
+                "nettrace.rx.ifindex",
+                "nettrace.rx.rx_stamp_global_ns",
+                "nettrace.rx.since_rx_stamp_ns",
+                "nettrace.rx.saddr",
+            ],
+            &q,
+        )
+        .expect("tshark decodes the trace cleanly");
+    let in_file: Vec<_> = entry.iter().filter(|e| e.stage == 0).collect();
+    assert_eq!(
+        rows.len(),
+        in_file.len(),
+        "one row per stack-entry data skb"
+    );
+    for (row, e) in rows.iter().zip(&in_file) {
+        assert_eq!(row.one("nettrace.rx.stage"), "0");
+        assert_eq!(row.one("nettrace.rx.seq"), e.seq.to_string());
+        assert_eq!(row.one("nettrace.rx.end_seq"), e.end_seq.to_string());
+        assert_eq!(row.one("nettrace.rx.len"), e.len.to_string());
+        assert_eq!(row.one("nettrace.rx.ifindex"), e.ifindex.to_string());
+        assert_eq!(row.one("nettrace.rx.saddr"), client.ip().to_string());
+        if let Some(d) = e.since_rx_stamp_ns() {
+            assert_eq!(row.one("nettrace.rx.since_rx_stamp_ns"), d.to_string());
+        }
+    }
+}
+
+/// A bulk flow into a veth with GRO on: stack entry sees merged skbs,
+/// each one range covering many segments; the ranges tile the stream
+/// without overlapping, and TCP input carries the same ranges.
+#[test]
+fn gro_merged_skbs_are_ranges() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrrx9", 242).expect("creating namespaces");
+    // veth merges only with GRO on (which gives it a NAPI context).
+    let st = NetnsPair::exec(&pair.b, std::path::Path::new("ethtool"))
+        .args(["-K", "ntrrx9vb", "gro", "on"])
+        .status();
+    if !st.is_ok_and(|s| s.success()) {
+        tracer_e2e::skip::skip("ethtool -K gro on failed");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut sink = spawn_sink(&pair, out.path(), &[]);
+    let mut agent = spawn_rx_agent(&pair);
+    const TOTAL: usize = 8 << 20;
+    let (client, _) = bulk_flow(&pair, PORT, TOTAL);
+    std::thread::sleep(Duration::from_millis(300));
+    let agent_final = stop_json(&mut agent, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    stop_json(&mut sink, libc::SIGTERM);
+    assert_eq!(agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
+    assert_eq!(agent_final["stats"]["ring_overruns"], 0);
+    let trace = tracer_e2e::pcap::read_dir(out.path());
+    let mut entry = Vec::new();
+    let mut input = Vec::new();
+    for f in &trace.frames {
+        let Event::Rx(e) = &f.event else { continue };
+        let flow = e.flow();
+        if flow.sport != client.port() || flow.dport != PORT || e.end_seq == e.seq {
+            continue;
+        }
+        match e.stage() {
+            Some(RxStage::StackEntry) => entry.push((e.seq, e.end_seq)),
+            Some(RxStage::TcpInput) => input.push((e.seq, e.end_seq)),
+            _ => {}
+        }
+    }
+    entry.sort();
+    let bytes: u64 = entry.iter().map(|r| u64::from(r.1 - r.0)).sum();
+    // The data plus the FIN.
+    assert!(bytes >= TOTAL as u64, "stack entry covers {bytes} bytes");
+    let overlaps = entry.windows(2).filter(|w| w[1].0 < w[0].1).count();
+    assert!(overlaps <= 2, "{overlaps} overlaps");
+    // Merged: many skbs hold more than one 1448-byte segment.
+    let merged = entry.iter().filter(|r| r.1 - r.0 > 1448).count();
+    let largest = entry.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
+    eprintln!(
+        "GRO: {} stack-entry skbs, {merged} merged, largest {largest} bytes",
+        entry.len()
+    );
+    assert!(
+        merged * 2 >= entry.len(),
+        "{merged} of {} merged",
+        entry.len()
+    );
+    // TCP input sees the same skbs (the same ranges).
+    let input: std::collections::BTreeSet<_> = input.into_iter().collect();
+    let same = entry.iter().filter(|r| input.contains(r)).count();
+    assert!(same * 10 >= entry.len() * 9, "{same} of {}", entry.len());
+}
+
+/// Write `total` bytes from a to b as fast as TCP allows; returns the
+/// client's (local, peer) addresses.
+fn bulk_flow(
+    pair: &NetnsPair,
+    port: u16,
+    total: usize,
+) -> (std::net::SocketAddr, std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use tracer_e2e::netns::in_netns;
+    let addr = SocketAddr::from((pair.addr_b, port));
+    let server = in_netns(NetnsPair::path(&pair.b), "bulk-server", move || {
+        TcpListener::bind(addr).unwrap()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        let mut b = Vec::new();
+        s.read_to_end(&mut b).unwrap();
+        b.len()
+    });
+    let ends = in_netns(NetnsPair::path(&pair.a), "bulk-sender", move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let chunk = vec![0xa5u8; 1 << 16];
+        for _ in 0..total / chunk.len() {
+            c.write_all(&chunk).unwrap();
+        }
+        (c.local_addr().unwrap(), c.peer_addr().unwrap())
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    assert_eq!(reader.join().unwrap(), total);
+    ends
+}
