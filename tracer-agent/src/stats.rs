@@ -44,9 +44,12 @@ pub struct AgentStats {
 }
 
 impl AgentStats {
-    /// Events read in total (TX and RX).
+    /// Probe events read in total (TX, RX, drops, TCP anomalies).
     pub fn events(&self) -> u64 {
-        self.tx_events() + self.rx_events_by_stage.iter().sum::<u64>()
+        self.tx_events()
+            + self.rx_events_by_stage.iter().sum::<u64>()
+            + self.drop_events
+            + self.tcp_events
     }
 
     /// TX events read.
@@ -182,6 +185,14 @@ mod tests {
         assert_eq!(
             s.events(),
             (100..100 + TxStage::ALL.len() as u64).sum::<u64>()
+        );
+        s.rx_events_by_stage[0] = 7;
+        s.drop_events = 3;
+        s.tcp_events = 2;
+        assert_eq!(
+            s.events(),
+            (100..100 + TxStage::ALL.len() as u64).sum::<u64>() + 12,
+            "every kind counts"
         );
     }
 }
