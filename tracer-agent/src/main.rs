@@ -57,7 +57,7 @@ struct Cli {
         long,
         help = format!("Probes to load, comma separated; known: {}", known_probe_names()),
         value_delimiter = ',',
-        default_value = "tx",
+        default_value = "tx,rx",
         value_name = "NAMES",
         value_parser = probe_by_name,
         long_help = probes_help()
@@ -347,20 +347,17 @@ mod tests {
             .map(|p| p.name)
             .collect();
         assert_eq!(names, ["tx", "rx"]);
-        // The default stays tx alone.
-        let names: Vec<_> = parse(&[]).unwrap().probes.iter().map(|p| p.name).collect();
-        assert_eq!(names, ["tx"]);
     }
 
     #[test]
-    fn probes_default_to_tx_and_unknown_names_list_the_known_ones() {
+    fn probes_default_to_tx_rx_and_unknown_names_list_the_known_ones() {
         let names = |c: Cli| -> Vec<&str> {
             in_registry_order(&c.probes)
                 .iter()
                 .map(|p| p.name)
                 .collect()
         };
-        assert_eq!(names(parse(&[]).unwrap()), ["tx"]);
+        assert_eq!(names(parse(&[]).unwrap()), ["tx", "rx"]);
         assert_eq!(names(parse(&["--probes", "tx,tx"]).unwrap()), ["tx"]);
         let e = parse(&["--probes", "tx,bogus"]).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
