@@ -14,11 +14,12 @@ use crate::clock::{AgentClock, ClockConfig};
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
 use crate::probes::{
-    Collector, Drained, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RecordError,
+    Collector, Drained, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
+    RecordError,
 };
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
-use tracer_codec::{ClockState, DropEvent, RxEvent, TcpEvent, TxEvent};
+use tracer_codec::ClockState;
 
 /// How often BPF counters (losses) are read.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
@@ -277,22 +278,19 @@ impl Collector for ToPipeline<'_> {
         self.conv.to_global_ns(mono.max(0) as u64)
     }
 
-    fn tx(&mut self, ev: &TxEvent) {
-        self.p.push(ev);
-    }
-
-    fn rx(&mut self, ev: &RxEvent) {
-        self.p.push_rx(ev);
-    }
-
-    fn skb_drop(&mut self, ev: &DropEvent) {
-        self.p.stats.drop_events += 1;
-        self.p.push_event(ev);
-    }
-
-    fn tcp(&mut self, ev: &TcpEvent) {
-        self.p.stats.tcp_events += 1;
-        self.p.push_event(ev);
+    fn event(&mut self, ev: ProbeEvent<'_>) {
+        match ev {
+            ProbeEvent::Tx(ev) => self.p.push(ev),
+            ProbeEvent::Rx(ev) => self.p.push_rx(ev),
+            ProbeEvent::Drop(ev) => {
+                self.p.stats.drop_events += 1;
+                self.p.push_event(ev);
+            }
+            ProbeEvent::Tcp(ev) => {
+                self.p.stats.tcp_events += 1;
+                self.p.push_event(ev);
+            }
+        }
     }
 
     fn bad_record(&mut self, probe: &'static str, err: RecordError) {

@@ -217,6 +217,20 @@ impl std::ops::AddAssign for ProbeCounters {
     }
 }
 
+/// One event a probe read, already on the global time axis. A new event
+/// kind is one more variant here; collectors match what they expect.
+#[derive(Debug, Clone, Copy)]
+pub enum ProbeEvent<'a> {
+    /// A TX timestamping event.
+    Tx(&'a TxEvent),
+    /// An RX stage event.
+    Rx(&'a RxEvent),
+    /// An skb drop event.
+    Drop(&'a DropEvent),
+    /// A TCP anomaly event.
+    Tcp(&'a TcpEvent),
+}
+
 /// Where a probe's drain puts what it read: events, already on the global
 /// time axis, and the records it refused.
 pub trait Collector {
@@ -225,14 +239,8 @@ pub trait Collector {
     /// A CLOCK_REALTIME stamp (an skb's software RX stamp) on the global
     /// time axis, through the REALTIME - MONOTONIC offset of this drain.
     fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64;
-    /// A TX timestamping event.
-    fn tx(&mut self, ev: &TxEvent);
-    /// An RX stage event.
-    fn rx(&mut self, ev: &RxEvent);
-    /// An skb drop event.
-    fn skb_drop(&mut self, ev: &DropEvent);
-    /// A TCP anomaly event.
-    fn tcp(&mut self, ev: &TcpEvent);
+    /// One event.
+    fn event(&mut self, ev: ProbeEvent<'_>);
     /// A record that failed validation: counted as lost, not sent.
     fn bad_record(&mut self, probe: &'static str, err: RecordError);
 }

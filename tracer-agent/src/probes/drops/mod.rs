@@ -17,7 +17,9 @@ use tracer_codec::drop::padded;
 use tracer_codec::DropEvent;
 
 use super::slots::{Drained, SlotRing};
-use super::{Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RecordError};
+use super::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+};
 use crate::preflight::PreflightError;
 
 pub mod names;
@@ -232,7 +234,9 @@ impl Probe for DropsProbe<'_> {
 /// to `out`.
 fn deliver(data: &[u8], names: &Names, out: &mut dyn Collector) {
     match DropRecord::decode(data) {
-        Ok(rec) => out.skb_drop(&rec.to_event(out.global_ns(rec.0.mono_ns), names)),
+        Ok(rec) => out.event(ProbeEvent::Drop(
+            &rec.to_event(out.global_ns(rec.0.mono_ns), names),
+        )),
         Err(e) => out.bad_record(NAME, e),
     }
 }

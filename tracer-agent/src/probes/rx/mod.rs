@@ -17,7 +17,9 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use tracer_codec::{RxEvent, RxStage};
 
 use super::slots::{Drained, SlotRing};
-use super::{Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RecordError};
+use super::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+};
 use crate::preflight::PreflightError;
 
 #[allow(
@@ -390,7 +392,7 @@ fn deliver(data: &[u8], out: &mut dyn Collector) {
                 (ns, SKB_CLOCK_MONOTONIC) => out.global_ns(ns),
                 _ => 0,
             };
-            out.rx(&rec.to_event(global, rx_global));
+            out.event(ProbeEvent::Rx(&rec.to_event(global, rx_global)));
         }
         Err(e) => out.bad_record(NAME, e),
     }
@@ -537,17 +539,11 @@ mod tests {
         fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
             self.global_ns(realtime_ns - 40_000)
         }
-        fn tx(&mut self, _ev: &tracer_codec::TxEvent) {
-            unreachable!()
-        }
-        fn rx(&mut self, ev: &RxEvent) {
-            self.events.push(*ev);
-        }
-        fn skb_drop(&mut self, _ev: &tracer_codec::DropEvent) {
-            unreachable!("the RX probe makes no drop events")
-        }
-        fn tcp(&mut self, _ev: &tracer_codec::TcpEvent) {
-            unreachable!("the RX probe makes no TCP anomaly events")
+        fn event(&mut self, ev: ProbeEvent<'_>) {
+            match ev {
+                ProbeEvent::Rx(ev) => self.events.push(*ev),
+                other => panic!("the rx probe delivered {other:?}"),
+            }
         }
         fn bad_record(&mut self, probe: &'static str, err: RecordError) {
             assert_eq!(probe, "rx");

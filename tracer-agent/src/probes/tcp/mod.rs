@@ -18,7 +18,9 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use tracer_codec::{TcpAnomaly, TcpEvent};
 
 use super::slots::{Drained, SlotRing};
-use super::{Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RecordError};
+use super::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+};
 use crate::preflight::PreflightError;
 
 #[allow(
@@ -192,7 +194,7 @@ impl Probe for TcpProbe<'_> {
 
 fn deliver(data: &[u8], out: &mut dyn Collector) {
     match TcpRecord::decode(data) {
-        Ok(rec) => out.tcp(&rec.to_event(out.global_ns(rec.0.mono_ns))),
+        Ok(rec) => out.event(ProbeEvent::Tcp(&rec.to_event(out.global_ns(rec.0.mono_ns)))),
         Err(e) => out.bad_record(NAME, e),
     }
 }

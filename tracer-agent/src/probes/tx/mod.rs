@@ -17,7 +17,9 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use tracer_codec::{TxEvent, TxStage};
 
 use super::slots::{Drained, SlotRing};
-use super::{Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RecordError};
+use super::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+};
 use crate::preflight::{self, PreflightError};
 
 #[allow(
@@ -221,7 +223,7 @@ impl Probe for TxProbe<'_> {
 /// to `out`.
 fn deliver(data: &[u8], out: &mut dyn Collector) {
     match TxRecord::decode(data) {
-        Ok(rec) => out.tx(&rec.to_event(out.global_ns(rec.mono_ns()))),
+        Ok(rec) => out.event(ProbeEvent::Tx(&rec.to_event(out.global_ns(rec.mono_ns())))),
         Err(e) => out.bad_record(NAME, e),
     }
 }
@@ -448,17 +450,11 @@ mod tests {
         fn realtime_to_global_ns(&self, _realtime_ns: u64) -> u64 {
             unreachable!("TX records carry no REALTIME stamp")
         }
-        fn tx(&mut self, ev: &TxEvent) {
-            self.events.push(*ev);
-        }
-        fn rx(&mut self, _ev: &tracer_codec::RxEvent) {
-            unreachable!("the TX probe makes no RX events")
-        }
-        fn skb_drop(&mut self, ev: &tracer_codec::DropEvent) {
-            panic!("the tx probe delivered a drop: {ev:?}");
-        }
-        fn tcp(&mut self, ev: &tracer_codec::TcpEvent) {
-            panic!("the tx probe delivered a TCP anomaly: {ev:?}");
+        fn event(&mut self, ev: ProbeEvent<'_>) {
+            match ev {
+                ProbeEvent::Tx(ev) => self.events.push(*ev),
+                other => panic!("the tx probe delivered {other:?}"),
+            }
         }
         fn bad_record(&mut self, probe: &'static str, err: RecordError) {
             assert_eq!(probe, "tx");
