@@ -127,13 +127,13 @@ ts -T fields -E occurrence=f -e nettrace.host -e nettrace.kind -e nettrace.stage
     -e nettrace.rx.since_rx_stamp_ns -e nettrace.rx.lat.prev_ns -e nettrace.rx.skb_count \
     -e nettrace.drop.reason -e nettrace.tcp.anomaly -e nettrace.rx.lat.tcp_input_ns \
     -e nettrace.rx.lat.data_ready_ns -e nettrace.rx.lat.copy_ns -e nettrace.rx.lat.read_done_ns \
-    -e nettrace.tcp.len 2>"$ERR" >"$ROWS"
+    -e nettrace.tcp.len -e nettrace.rx.seq -e nettrace.rx.end_seq -e nettrace.rx.dport 2>"$ERR" >"$ROWS"
 if grep -q "Lua: " "$ERR"; then cat "$ERR"; echo "dissector failed" >&2; exit 1; fi
 # Columns of $ROWS.
 C_HOST=1 C_KIND=2 C_STAGE=3 C_RXSTAGE=4 C_SCHED=5 C_SNDSW=6 C_ACK=7 C_TOTAL=8
 C_SINCE=9 C_PREV=10 C_COUNT=11 C_REASON=12 C_ANOMALY=13
 # nettrace.rx.lat.<stage>_ns of RX stage i (1..4) is column C_OWN + i.
-C_OWN=13 C_TCPLEN=18
+C_OWN=13 C_TCPLEN=18 C_SEQ=19 C_END_SEQ=20 C_RXDPORT=21
 NAMES='BEGIN {FS = "\t"
     split("SENDMSG SCHED SND_SW SND_HW ACK", tx, " "); split("STACK_ENTRY TCP_INPUT DATA_READY COPY READ_DONE", rx, " ")
     split("RETRANSMIT RESET_SENT RESET_RECEIVED RCVQUEUE_FULL EXCEED_BUF_LIMIT", an, " ")}'
@@ -149,21 +149,23 @@ ts -Y "nettrace.kind == 2 && nettrace.host == \"client\"" -T fields -e frame.num
         printf "%6s %-14s %10s %10s %9s %9s\n", "frame", "state", "offset ns", "freq ppb", "delay ns", "err ns"}
         {printf "%6s %-14s %10s %10.1f %9s %9s\n", $1, s[$2], $3, $4, $5, $6}'
 # "median p99" of column $4 over the rows of $ROWS of host $1 whose column
-# $2 is $3 ("-" when there are none).
+# $2 is $3 ("-" when there are none); RX rows only of the iperf3 flow (the
+# server's agent also sees the agents' own datagrams to the sink).
+sel='$1 == h && $c == v && ($4 == "" || $'$C_RXDPORT' == 5201)'
 stat() {
-    awk -F'\t' -v h="$1" -v c="$2" -v v="$3" -v f="$4" '$1 == h && $c == v && $f != "" {print $f}' "$ROWS" \
+    awk -F'\t' -v h="$1" -v c="$2" -v v="$3" -v f="$4" "$sel"' && $f != "" {print $f}' "$ROWS" \
         | sort -n | awk '{a[NR]=$1} END {if (NR) {p=int(NR*0.99); if (p < 1) p=1; printf "%8d %8d", a[int((NR+1)/2)], a[p]}
             else printf "%8s %8s", "-", "-"}'
 }
-# Number of rows of host $1 whose column $2 is $3.
-count() { awk -F'\t' -v h="$1" -v c="$2" -v v="$3" '$1 == h && $c == v {n++} END {print n + 0}' "$ROWS"; }
+# Number of those rows.
+count() { awk -F'\t' -v h="$1" -v c="$2" -v v="$3" "$sel"' {n++} END {print n + 0}' "$ROWS"; }
 echo "-- TX stage latency (ns) from the dissector, over all skbs of the client"
 printf "  %-14s %7s %8s %8s\n" "" n median p99
 for row in "SCHED-SENDMSG 1 $C_SCHED" "SND_SW-SCHED 2 $C_SNDSW" "ACK-send 4 $C_ACK" "ACK-SENDMSG 4 $C_TOTAL"; do
     set -- $row
     printf "  %-14s %7s %s\n" "$1" "$(count client $C_STAGE "$2")" "$(stat client $C_STAGE "$2" "$3")"
 done
-echo "-- RX stage latency (ns) on the server, median and p99: since the skb's RX stamp (skb stages),"
+echo "-- RX stage latency (ns) of the iperf3 flow on the server, median and p99: since the skb's RX stamp,"
 echo "   since its STACK_ENTRY and since its previous stage (TCP frames linked to their skb)"
 printf "  %-12s %7s   %-17s   %-17s   %-17s\n" "" n "since RX stamp" "since STACK_ENTRY" "since prev stage"
 for i in 0 1 2 3 4; do
@@ -173,8 +175,13 @@ for i in 0 1 2 3 4; do
             || printf "%8s %8s" - -)" \
         "$(stat server $C_RXSTAGE "$i" $C_PREV)"
 done
-echo "   (TCP_INPUT..READ_DONE of one skb are linked in Wireshark: nettrace.rx.prev_frame / first_frame;"
-echo "    one READ_DONE completes $(awk -F'\t' '$1 == "server" && $4 == 4 && $11 != "" {s += $11; n++} END {printf "%.1f", n ? s / n : 0}' "$ROWS") skbs on average)"
+# How many of the server's data skbs the links follow from STACK_ENTRY to
+# READ_DONE (each READ_DONE frame counts the skbs whose read it completes).
+awk -F'\t' -v s=$C_SEQ -v e=$C_END_SEQ -v n=$C_COUNT -v own=$((C_OWN + 4)) '$1 == "server" {
+        if ($4 == 0 && $s != $e) skbs++
+        if ($4 == 4 && $own != "") {done += $n; reads++}}
+    END {printf "   %d of %d TCP data skbs followed by their links from STACK_ENTRY to READ_DONE", done, skbs
+        printf " (%.1f skbs per read)\n", reads ? done / reads : 0}' "$ROWS"
 echo "-- drops by host and reason"
 awk -F'\t' '$2 == 4 {c[$1 " " $12]++} END {for (k in c) printf "  %-40s %6d\n", k, c[k]}' "$ROWS" | sort \
     | grep . || echo "  none"
