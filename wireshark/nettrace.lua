@@ -20,6 +20,10 @@ Event kinds:
   2  clock update: one update of an agent's global clock
      (raw sample, offset, frequency, delay, error estimate, servo state),
      fields nettrace.clock.*.
+  3  RX stage: one receive-path tracepoint hit (nettrace.rx.*); the
+     frames of one received TCP skb are linked, with stage latencies.
+  4  skb drop, with its reason (nettrace.drop.*).
+  5  TCP anomaly: retransmission, reset, receive limits (nettrace.tcp.*).
   Other kinds are shown as undecoded bodies and skipped by their length;
   bytes past a known layout are shown as fields of a newer version.
 
