@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job, end to end on one machine: two network namespaces joined by
-# a veth pair play two hosts; tracer-sink runs on "server", tracer-agent on
-# "client", iperf3 sends a TCP flow from client to server, and the trace is
-# written to traces/*.pcapng and summarised by tshark with our dissector.
+# a veth pair play two hosts; tracer-sink runs on "server", a tracer-agent
+# on each host (probes tx,rx,drops,tcp), iperf3 sends a TCP flow from client
+# to server with one second of random loss (an nftables rule on the server),
+# and the trace is written to traces/*.pcapng and summarised by tshark with
+# our dissector: TX and RX stage latencies, drops by reason, retransmissions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -10,12 +12,18 @@ source scripts/setup.sh
 OUT=${OUT:-traces}
 SECONDS_OF_TRAFFIC=${SECONDS_OF_TRAFFIC:-3}
 RATE=${RATE:-200M}
+# One received data skb in LOSS_ONE_IN dropped on the server during second
+# 1..2 of the flow (0: no loss), so that drops and retransmissions show.
+LOSS_ONE_IN=${LOSS_ONE_IN:-20}
+PROBES=tx,rx,drops,tcp
 NS_C=ntr-demo-client NS_S=ntr-demo-server
 ADDR_C=10.210.0.1 ADDR_S=10.210.0.2
 LUA=wireshark/nettrace.lua
 
 cleanup() {
     [[ -n ${AGENT:-} ]] && kill -INT "$AGENT" 2>/dev/null || true
+    [[ -n ${AGENT_S:-} ]] && kill -INT "$AGENT_S" 2>/dev/null || true
+    [[ -n ${LOSS:-} ]] && kill "$LOSS" 2>/dev/null || true
     [[ -n ${SINK:-} ]] && kill -TERM "$SINK" 2>/dev/null || true
     [[ -n ${IPERF:-} ]] && kill "$IPERF" 2>/dev/null || true
     wait 2>/dev/null || true
@@ -50,59 +58,139 @@ echo "== tracer-sink on $NS_S, writing $OUT/"
 nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-sink" --listen "$ADDR_S:7420" --output "$OUT" \
     > "$OUT/sink.log" 2>&1 &
 SINK=$!
-echo "== tracer-agent on $NS_C"
-nsenter --net="/run/netns/$NS_C" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes tx \
+# Waits until agent $1 (log $2) has attached every probe.
+wait_attached() {
+    local want
+    want=$(tr , '\n' <<<"$PROBES" | wc -l)
+    for _ in $(seq 100); do
+        (($(grep -c "probe attached" "$2") >= want)) && return
+        kill -0 "$1" 2>/dev/null || { cat "$2"; exit 1; }
+        sleep 0.1
+    done
+    echo "agent did not attach its probes:" >&2; cat "$2" >&2; exit 1
+}
+echo "== tracer-agent on $NS_C and on $NS_S (--probes $PROBES)"
+nsenter --net="/run/netns/$NS_C" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes "$PROBES" \
     --hostname client --clock sink > "$OUT/agent.log" 2>&1 &
 AGENT=$!
-for _ in $(seq 100); do
-    grep -q "tx probe attached" "$OUT/agent.log" && break
-    kill -0 "$AGENT" 2>/dev/null || { cat "$OUT/agent.log"; exit 1; }
-    sleep 0.1
-done
+# The server's agent shares the sink's host, hence its clock: no --clock sink.
+nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes "$PROBES" \
+    --hostname server > "$OUT/agent-server.log" 2>&1 &
+AGENT_S=$!
+wait_attached "$AGENT" "$OUT/agent.log"
+wait_attached "$AGENT_S" "$OUT/agent-server.log"
 
 echo "== iperf3: ${SECONDS_OF_TRAFFIC}s of TCP at $RATE from client to server"
 nsenter --net="/run/netns/$NS_S" -- iperf3 -s -1 -B "$ADDR_S" > /dev/null 2>&1 &
 IPERF=$!
 sleep 0.5
+if ((LOSS_ONE_IN > 0)); then
+    # No netem here: nftables drops one data skb in N at random (over veth
+    # often a whole TSO burst), on the server's input hook (drop reason
+    # NETFILTER_DROP), for one second; deleting the namespace also removes it.
+    (
+        sleep 1
+        in_ns "$NS_S" nft -f - <<NFT
+table inet ntrdemo {
+    chain input {
+        type filter hook input priority 0;
+        tcp dport 5201 meta length > 1000 numgen random mod $LOSS_ONE_IN == 0 drop
+    }
+}
+NFT
+        echo "   (the server drops 1 in $LOSS_ONE_IN received data skbs for 1 s)"
+        sleep 1
+        in_ns "$NS_S" nft delete table inet ntrdemo
+    ) &
+    LOSS=$!
+fi
 in_ns "$NS_C" iperf3 -c "$ADDR_S" -t "$SECONDS_OF_TRAFFIC" -b "$RATE" | tail -4
+[[ -n ${LOSS:-} ]] && { wait "$LOSS" || true; LOSS=; }
 sleep 0.5
 
-kill -INT "$AGENT"; wait "$AGENT" || true; AGENT=
+kill -INT "$AGENT" "$AGENT_S"; wait "$AGENT" || true; wait "$AGENT_S" || true; AGENT= AGENT_S=
 sleep 0.3
 kill -TERM "$SINK"; wait "$SINK" || true; SINK=
-echo "== agent counters"; sed -n '/final tracer-agent statistics/,$p' "$OUT/agent.log"
+for log in agent agent-server; do
+    echo "== agent counters ($log.log)"; sed -n '/final tracer-agent statistics/,$p' "$OUT/$log.log"
+done
 echo "== sink counters"; grep -v '^\s*$' "$OUT/sink.log" | tail -15
 
 FILE=$(ls "$OUT"/trace-*.pcapng | head -1)
 echo "== $FILE through tshark + $LUA"
 ts() { tshark -X "lua_script:$LUA" -r "$FILE" "$@"; }
 ERR=$(mktemp)
-STAGES='BEGIN{n["0"]="SENDMSG";n["1"]="SCHED";n["2"]="SND_SW";n["3"]="SND_HW";n["4"]="ACK"}'
-echo "-- events by kind (host, kind/stage)"
-ts -T fields -e nettrace.host -e nettrace.kind -e nettrace.stage 2>"$ERR" \
-    | awk -F'\t' "$STAGES"' {k = ($2 == 2) ? "CLOCK" : "TX " n[$3]; c[$1" "k]++}
-        END {for (k in c) printf "  %-22s %8d\n", k, c[k]}' | sort
+# One dissection pass for every table below: one line per frame.
+ROWS=$(mktemp)
+ts -T fields -E occurrence=f -e nettrace.host -e nettrace.kind -e nettrace.stage -e nettrace.rx.stage \
+    -e nettrace.lat.sched_ns -e nettrace.lat.snd_sw_ns -e nettrace.lat.ack_ns -e nettrace.lat.total_ns \
+    -e nettrace.rx.since_rx_stamp_ns -e nettrace.rx.lat.prev_ns -e nettrace.rx.skb_count \
+    -e nettrace.drop.reason -e nettrace.tcp.anomaly -e nettrace.rx.lat.tcp_input_ns \
+    -e nettrace.rx.lat.data_ready_ns -e nettrace.rx.lat.copy_ns -e nettrace.rx.lat.read_done_ns \
+    -e nettrace.tcp.len -e nettrace.rx.seq -e nettrace.rx.end_seq -e nettrace.rx.dport 2>"$ERR" >"$ROWS"
 if grep -q "Lua: " "$ERR"; then cat "$ERR"; echo "dissector failed" >&2; exit 1; fi
+# Columns of $ROWS.
+C_HOST=1 C_KIND=2 C_STAGE=3 C_RXSTAGE=4 C_SCHED=5 C_SNDSW=6 C_ACK=7 C_TOTAL=8
+C_SINCE=9 C_PREV=10 C_COUNT=11 C_REASON=12 C_ANOMALY=13
+# nettrace.rx.lat.<stage>_ns of RX stage i (1..4) is column C_OWN + i.
+C_OWN=13 C_TCPLEN=18 C_SEQ=19 C_END_SEQ=20 C_RXDPORT=21
+NAMES='BEGIN {FS = "\t"
+    split("SENDMSG SCHED SND_SW SND_HW ACK", tx, " "); split("STACK_ENTRY TCP_INPUT DATA_READY COPY READ_DONE", rx, " ")
+    split("RETRANSMIT RESET_SENT RESET_RECEIVED RCVQUEUE_FULL EXCEED_BUF_LIMIT", an, " ")}'
+echo "-- events by host and kind"
+awk "$NAMES"' {k = $2 == 1 ? "TX " tx[$3 + 1] : $2 == 2 ? "CLOCK" : $2 == 3 ? "RX " rx[$4 + 1] : \
+        $2 == 4 ? "DROP" : $2 == 5 ? "TCP " an[$13 + 1] : "kind " $2; c[$1 " " k]++}
+    END {for (k in c) printf "  %-26s %8d\n", k, c[k]}' "$ROWS" | sort
 echo "-- the agent's clock updates (following the sink's clock), last 5"
-ts -Y "nettrace.kind == 2" -T fields -e frame.number -e nettrace.clock.state \
+ts -Y "nettrace.kind == 2 && nettrace.host == \"client\"" -T fields -e frame.number -e nettrace.clock.state \
     -e nettrace.clock.offset_ns -e nettrace.clock.freq_ppb -e nettrace.clock.delay_ns \
     -e nettrace.clock.error_estimate_ns 2>/dev/null | tail -5 \
     | awk -F'\t' 'BEGIN {s[0]="UNLOCKED";s[1]="JUMP";s[2]="LOCKED";s[3]="LOCKED_STABLE";
         printf "%6s %-14s %10s %10s %9s %9s\n", "frame", "state", "offset ns", "freq ppb", "delay ns", "err ns"}
         {printf "%6s %-14s %10s %10.1f %9s %9s\n", $1, s[$2], $3, $4, $5, $6}'
-echo "-- first decoded TX frames"
-ts -Y "nettrace.kind == 1" -T fields -e frame.number -e frame.time_epoch -e nettrace.host \
-    -e nettrace.stage -e nettrace.cookie -e nettrace.tskey -e nettrace.cpu -e nettrace.comm \
-    -e nettrace.lat.total_ns 2>/dev/null | awk "NR <= 10" \
-    | awk -F'\t' "$STAGES"' BEGIN {printf "%5s %-22s %-8s %-8s %8s %12s %3s %-8s %s\n", "frame", "time (TAI, s)", "host", "stage", "cookie", "tskey", "cpu", "comm", "since SENDMSG (ns)"}
-        {printf "%5s %-22s %-8s %-8s %8s %12s %3s %-8s %s\n", $1, $2, $3, n[$4], $5, $6, $7, $8, $9}'
-echo "-- per-stage latency from the dissector (ns): median and p99 over all skbs"
-lat() { # stage-number field
-    ts -Y "nettrace.stage == $1" -T fields -e "nettrace.lat.$2" 2>/dev/null \
-        | awk -F, 'NF && $1 != "" {print $1}' | sort -n \
-        | awk -v f="$2" '{a[NR]=$1} END {if (NR) {p=int(NR*0.99); if (p < 1) p=1; printf "  %-10s median %8d  p99 %8d  (n=%d)\n", f, a[int((NR+1)/2)], a[p], NR}}'
+# "median p99" of column $4 over the rows of $ROWS of host $1 whose column
+# $2 is $3 ("-" when there are none); RX rows only of the iperf3 flow (the
+# server's agent also sees the agents' own datagrams to the sink).
+sel='$1 == h && $c == v && ($4 == "" || $'$C_RXDPORT' == 5201)'
+stat() {
+    awk -F'\t' -v h="$1" -v c="$2" -v v="$3" -v f="$4" "$sel"' && $f != "" {print $f}' "$ROWS" \
+        | sort -n | awk '{a[NR]=$1} END {if (NR) {p=int(NR*0.99); if (p < 1) p=1; printf "%8d %8d", a[int((NR+1)/2)], a[p]}
+            else printf "%8s %8s", "-", "-"}'
 }
-lat 1 sched_ns; lat 2 snd_sw_ns; lat 4 ack_ns; lat 4 total_ns
-echo "-- the first SND_SW frame in full"
-ts -Y "nettrace.stage == 2" -V 2>/dev/null | awk '/^Frame /{n++} n==1' | sed -n '/^Network stack trace/,/^$/p'
+# Number of those rows.
+count() { awk -F'\t' -v h="$1" -v c="$2" -v v="$3" "$sel"' {n++} END {print n + 0}' "$ROWS"; }
+echo "-- TX stage latency (ns) from the dissector, over all skbs of the client"
+printf "  %-14s %7s %8s %8s\n" "" n median p99
+for row in "SCHED-SENDMSG 1 $C_SCHED" "SND_SW-SCHED 2 $C_SNDSW" "ACK-send 4 $C_ACK" "ACK-SENDMSG 4 $C_TOTAL"; do
+    set -- $row
+    printf "  %-14s %7s %s\n" "$1" "$(count client $C_STAGE "$2")" "$(stat client $C_STAGE "$2" "$3")"
+done
+echo "-- RX stage latency (ns) of the iperf3 flow on the server, median and p99: since the skb's RX stamp,"
+echo "   since its STACK_ENTRY and since its previous stage (TCP frames linked to their skb)"
+printf "  %-12s %7s   %-17s   %-17s   %-17s\n" "" n "since RX stamp" "since STACK_ENTRY" "since prev stage"
+for i in 0 1 2 3 4; do
+    name=$(awk "$NAMES"' END {print rx['"$i"' + 1]}' /dev/null)
+    printf "  %-12s %7s   %s   %s   %s\n" "$name" "$(count server $C_RXSTAGE "$i")" \
+        "$(stat server $C_RXSTAGE "$i" $C_SINCE)" "$( ((i > 0)) && stat server $C_RXSTAGE "$i" $((C_OWN + i)) \
+            || printf "%8s %8s" - -)" \
+        "$(stat server $C_RXSTAGE "$i" $C_PREV)"
+done
+# How many of the server's data skbs the links follow from STACK_ENTRY to
+# READ_DONE (each READ_DONE frame counts the skbs whose read it completes).
+awk -F'\t' -v s=$C_SEQ -v e=$C_END_SEQ -v n=$C_COUNT -v own=$((C_OWN + 4)) '$1 == "server" {
+        if ($4 == 0 && $s != $e) skbs++
+        if ($4 == 4 && $own != "") {done += $n; reads++}}
+    END {printf "   %d of %d TCP data skbs followed by their links from STACK_ENTRY to READ_DONE", done, skbs
+        printf " (%.1f skbs per read)\n", reads ? done / reads : 0}' "$ROWS"
+echo "-- drops by host and reason"
+awk -F'\t' '$2 == 4 {c[$1 " " $12]++} END {for (k in c) printf "  %-40s %6d\n", k, c[k]}' "$ROWS" | sort \
+    | grep . || echo "  none"
+echo "-- TCP retransmissions by host (one per retransmitted skb: iperf3's Retr counts segments)"
+awk -F'\t' -v l=$C_TCPLEN '$2 == 5 && $13 == 0 {c[$1]++; b[$1] += $l}
+    END {for (k in c) printf "  %-22s %6d skbs, %9d bytes\n", k, c[k], b[k]}' "$ROWS" | sort | grep . || echo "  none (0)"
+echo "-- one READ_DONE frame in full, linked to its skb's earlier stages"
+ts -o nettrace.ip_stats:FALSE -V \
+    -Y "nettrace.rx.stage == READ_DONE && nettrace.rx.lat.tcp_input_ns && nettrace.rx.len > 10000" 2>/dev/null \
+    | awk '/^Frame /{n++} n==1' | sed -n '/^nettrace: kernel/,/^$/p'
+rm -f "$ROWS" "$ERR"
 echo "== done: open $FILE in Wireshark with $LUA installed (see wireshark/README.md)"

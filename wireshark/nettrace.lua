@@ -20,6 +20,10 @@ Event kinds:
   2  clock update: one update of an agent's global clock
      (raw sample, offset, frequency, delay, error estimate, servo state),
      fields nettrace.clock.*.
+  3  RX stage: one receive-path tracepoint hit (nettrace.rx.*); the
+     frames of one received TCP skb are linked, with stage latencies.
+  4  skb drop, with its reason (nettrace.drop.*).
+  5  TCP anomaly: retransmission, reset, receive limits (nettrace.tcp.*).
   Other kinds are shown as undecoded bodies and skipped by their length;
   bytes past a known layout are shown as fields of a newer version.
 
@@ -432,6 +436,18 @@ local F = {
     rx_comm = ProtoField.string("nettrace.rx.comm", "Reader command"),
     -- generated: global_ns - rx_stamp_global_ns (netstacklat's measure)
     rx_since_stamp = ProtoField.int64("nettrace.rx.since_rx_stamp_ns", "Since the skb's RX stamp (ns)"),
+    -- generated: the links between the RX frames of one TCP skb, and its
+    -- stage latencies (see "RX stage links" below)
+    rx_first_frame = ProtoField.framenum("nettrace.rx.first_frame", "First stage of this skb in frame"),
+    rx_prev_frame = ProtoField.framenum("nettrace.rx.prev_frame", "Previous stage of this skb in frame"),
+    rx_lat_prev = ProtoField.int64("nettrace.rx.lat.prev_ns", "Since the previous stage of this skb (ns)"),
+    rx_lat_tcp_input = ProtoField.int64("nettrace.rx.lat.tcp_input_ns", "TCP_INPUT - STACK_ENTRY (ns)"),
+    rx_lat_data_ready = ProtoField.int64("nettrace.rx.lat.data_ready_ns", "DATA_READY - STACK_ENTRY (ns)"),
+    rx_lat_copy = ProtoField.int64("nettrace.rx.lat.copy_ns", "COPY - STACK_ENTRY (ns)"),
+    rx_lat_read_done = ProtoField.int64("nettrace.rx.lat.read_done_ns", "READ_DONE - STACK_ENTRY (ns)"),
+    rx_skb_seq = ProtoField.uint32("nettrace.rx.skb_seq", "Linked skb: first sequence"),
+    rx_skb_end_seq = ProtoField.uint32("nettrace.rx.skb_end_seq", "Linked skb: sequence after the last byte"),
+    rx_skb_count = ProtoField.uint32("nettrace.rx.skb_count", "Skbs whose stage this event is"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -579,6 +595,185 @@ local function event_latency(pinfo, index, key, stage, ns)
         per_frame[index] = compute_latency(key, stage, ns, pinfo.number)
     end
     return per_frame and per_frame[index] or { stages = {} }
+end
+
+------------------------------------------------------------------------------
+-- RX stage links (TCP only).
+--
+-- The RX frames of one received TCP skb are linked, like the TX stages of
+-- one tskey, in frame order on the first pass and memoized per frame (as
+-- above). An skb is named by (agent, flow, seq..end_seq): the flow as the
+-- packet went, so the receiver's socket stages, which show the socket's
+-- view in the same direction, name the same flow.
+--   * STACK_ENTRY starts an skb.
+--   * TCP_INPUT carries the same seq..end_seq: it joins the latest skb of
+--     that range that has no TCP_INPUT yet; without one (STACK_ENTRY not
+--     recorded) it starts the skb itself.
+--   * DATA_READY (end_seq = rcv_nxt), COPY (the range of the receive-queue
+--     skb, which contains the skb's range) and READ_DONE (end_seq =
+--     copied_seq): the stage of every skb of the flow that carries data,
+--     lacks that stage, and whose end_seq the event's end_seq reaches (mod
+--     2^32) -- i.e. the first event of that stage covering the skb's last
+--     byte. One such event may be the stage of several skbs (a read of many
+--     segments); its frame shows the oldest of them (the one that waited
+--     longest) and how many there are; the others still link to it.
+-- Latencies are of global_ns: from the skb's STACK_ENTRY (per stage:
+-- nettrace.rx.lat.<stage>_ns, the earlier stages' values repeated as on
+-- TX) and from its previous recorded stage (nettrace.rx.lat.prev_ns).
+------------------------------------------------------------------------------
+local RX_STAGE = {}
+for v, name in pairs(RX_STAGE_NAMES) do
+    RX_STAGE[name] = v
+end
+-- Stage numbers run in path order; these are the socket stages matched by
+-- end_seq, and the field of each stage's latency from STACK_ENTRY.
+local RX_SOCKET_STAGES = { RX_STAGE.DATA_READY, RX_STAGE.COPY, RX_STAGE.READ_DONE }
+local RX_LAT_FIELDS = {
+    [RX_STAGE.TCP_INPUT] = "rx_lat_tcp_input",
+    [RX_STAGE.DATA_READY] = "rx_lat_data_ready",
+    [RX_STAGE.COPY] = "rx_lat_copy",
+    [RX_STAGE.READ_DONE] = "rx_lat_read_done",
+}
+local RX_PROTO_TCP = 6
+-- Skbs of one flow still waiting for a socket stage: bounded, so that a
+-- stage never recorded (a filtered or lost event) costs no more than this.
+local RX_MAX_PENDING = 4096
+local SEQ_SPACE, SEQ_HALF = 4294967296, 2147483648
+
+local rx_by_range = {} -- "agent|flow|seq|end_seq" -> latest skb of that range
+local rx_pending = {} -- "agent|flow" -> { stage -> list of skbs lacking it }
+local rx_memo = {} -- frame -> index -> link or false (see rx_event_link)
+
+local function reset_rx_state()
+    rx_by_range, rx_pending, rx_memo = {}, {}, {}
+end
+
+-- Whether sequence `e` is at or after `s` (RFC 1982 arithmetic on u32).
+local function seq_reaches(e, s)
+    return (e - s) % SEQ_SPACE < SEQ_HALF
+end
+
+local function rx_new_skb(flow, seq, end_seq, stage, ns, frame)
+    local skb = { seq = seq, end_seq = end_seq, first = frame, at = { [stage] = { ns = ns, frame = frame } } }
+    rx_by_range[flow .. "|" .. seq .. "|" .. end_seq] = skb
+    if end_seq ~= seq then
+        local pending = rx_pending[flow]
+        if pending == nil then
+            pending = {}
+            for _, s in ipairs(RX_SOCKET_STAGES) do
+                pending[s] = {}
+            end
+            rx_pending[flow] = pending
+        end
+        for _, s in ipairs(RX_SOCKET_STAGES) do
+            local list = pending[s]
+            list[#list + 1] = skb
+            if #list > RX_MAX_PENDING then
+                table.remove(list, 1)
+            end
+        end
+    end
+    return skb
+end
+
+-- The skbs whose `stage` this event is (oldest first), taken off the list.
+local function rx_take_reached(flow, stage, end_seq)
+    local pending = rx_pending[flow]
+    if pending == nil then
+        return {}
+    end
+    local list, keep, reached = pending[stage], {}, {}
+    for _, skb in ipairs(list) do
+        if skb.at[stage] == nil and seq_reaches(end_seq, skb.end_seq) then
+            reached[#reached + 1] = skb
+        else
+            keep[#keep + 1] = skb
+        end
+    end
+    pending[stage] = keep
+    return reached
+end
+
+-- The link shown on a frame of `skb` at `stage`: what it knew then.
+local function rx_link_of(skb, stage, ns, count)
+    local link = { first = skb.first, seq = skb.seq, end_seq = skb.end_seq, count = count, stages = {} }
+    for s = stage - 1, 0, -1 do
+        local at = skb.at[s]
+        if at ~= nil then
+            link.prev, link.prev_ns, link.prev_stage = at.frame, signed_diff(ns, at.ns), s
+            break
+        end
+    end
+    local entry = skb.at[RX_STAGE.STACK_ENTRY]
+    if entry ~= nil then
+        for s = RX_STAGE.TCP_INPUT, stage do
+            local at = s == stage and { ns = ns } or skb.at[s]
+            if at ~= nil then
+                link.stages[#link.stages + 1] = { field = RX_LAT_FIELDS[s], value = signed_diff(at.ns, entry.ns),
+                    own = s == stage }
+            end
+        end
+    end
+    return link
+end
+
+-- Links one TCP RX event into its skb(s); returns its link or nil.
+local function rx_compute_link(flow, stage, seq, end_seq, ns, frame)
+    if stage == RX_STAGE.STACK_ENTRY then
+        rx_new_skb(flow, seq, end_seq, stage, ns, frame)
+        return nil
+    elseif stage == RX_STAGE.TCP_INPUT then
+        local skb = rx_by_range[flow .. "|" .. seq .. "|" .. end_seq]
+        if skb == nil or skb.at[stage] ~= nil then
+            rx_new_skb(flow, seq, end_seq, stage, ns, frame)
+            return nil
+        end
+        local link = rx_link_of(skb, stage, ns, 1)
+        skb.at[stage] = { ns = ns, frame = frame }
+        return link
+    end
+    local reached = rx_take_reached(flow, stage, end_seq)
+    if #reached == 0 then
+        return nil
+    end
+    local link = rx_link_of(reached[1], stage, ns, #reached)
+    for _, skb in ipairs(reached) do
+        skb.at[stage] = { ns = ns, frame = frame }
+    end
+    return link
+end
+
+-- The link of event `index` of this frame: computed on the first pass,
+-- looked up afterwards.
+local function rx_event_link(pinfo, index, flow, stage, seq, end_seq, ns)
+    local per_frame = rx_memo[pinfo.number]
+    if not pinfo.visited then
+        if per_frame == nil then
+            per_frame = {}
+            rx_memo[pinfo.number] = per_frame
+        end
+        per_frame[index] = rx_compute_link(flow, stage, seq, end_seq, ns, pinfo.number) or false
+    end
+    return per_frame and per_frame[index] or nil
+end
+
+-- Link fields of one RX event, generated: they point at its global_ns.
+local function add_rx_link(tree, range, link)
+    tree:add(F.rx_first_frame, range, link.first):set_generated()
+    if link.prev ~= nil then
+        tree:add(F.rx_prev_frame, range, link.prev):set_generated()
+        tree:add(F.rx_lat_prev, range, link.prev_ns):set_generated()
+    end
+    for _, l in ipairs(link.stages) do
+        local item = tree:add(F[l.field], range, l.value)
+        item:set_generated()
+        if not l.own then
+            item:append_text(" (earlier stage)")
+        end
+    end
+    tree:add(F.rx_skb_seq, range, link.seq):set_generated()
+    tree:add(F.rx_skb_end_seq, range, link.end_seq):set_generated()
+    tree:add(F.rx_skb_count, range, link.count):set_generated()
 end
 
 ------------------------------------------------------------------------------
@@ -1097,6 +1292,20 @@ local function dissect_rx(body, pinfo, tree, ctx)
     if not ok then
         return summary .. " [Malformed]"
     end
+
+    -- Only well-formed TCP events are linked.
+    if b("protocol"):uint() == RX_PROTO_TCP then
+        local flow = string.format("%s|%d|%s|%d|%s|%d", tostring(ctx.agent), family, tostring(s:bytes()),
+            b("sport"):le_uint(), tostring(d:bytes()), b("dport"):le_uint())
+        local link = rx_event_link(pinfo, ctx.index, flow, stage, seq, end_seq, b("global_ns"):le_uint64())
+        if link then
+            add_rx_link(tree, b("global_ns"), link)
+            if link.prev_ns ~= nil then
+                summary = summary .. " " .. format_ns(link.prev_ns) .. " since " ..
+                    RX_STAGE_NAMES[link.prev_stage]
+            end
+        end
+    end
     return summary
 end
 
@@ -1354,7 +1563,10 @@ end
 ------------------------------------------------------------------------------
 proto.dissector = dissect_dgram
 proto_file.dissector = dissect_capture
-proto.init = reset_state
+proto.init = function()
+    reset_state()
+    reset_rx_state()
+end
 
 DissectorTable.get("wtap_encap"):add(wtap.USER0, proto_file)
 
