@@ -33,6 +33,11 @@
 # datagrams), MODES ("none 1 100 ref"; "none" first, it pairs each round),
 # EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
 # EPS_SECS ($SECS); EPS_RATES="" skips (3), ROUNDS=0 skips (1) and (2).
+#
+# Under the shared lock, prefer `flock -o /tmp/nettrace-e2e.lock bash
+# bench/rx-overhead.sh`: without -o the background children inherit the
+# lock, and after a SIGKILL of this script they would hold it until they
+# exit (a later run, or SIGTERM/SIGINT, cleans everything up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -72,7 +77,10 @@ cleanup() {
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
     [[ -n $WORK ]] && rm -rf "$WORK"
-    [[ -n $OLD_STATS ]] && sysctl -qw kernel.bpf_stats_enabled="$OLD_STATS"
+    if [[ -n $OLD_STATS ]]; then
+        sysctl -qw kernel.bpf_stats_enabled="$OLD_STATS"
+        rm -f "$STATS_FILE"
+    fi
     return 0
 }
 trap cleanup EXIT
@@ -104,7 +112,11 @@ table inet ntrrxb {
 EOF
 inns() { local ns=$1; shift; nsenter --net=/run/netns/$ns -- "$@"; }
 
-OLD_STATS=$(sysctl -n kernel.bpf_stats_enabled)
+# The value before the first run; a run killed with SIGKILL leaves the file,
+# so the next run still restores what the machine had.
+STATS_FILE=/run/ntr-rxb.bpf_stats_enabled
+[[ -s $STATS_FILE ]] || sysctl -n kernel.bpf_stats_enabled > "$STATS_FILE"
+OLD_STATS=$(cat "$STATS_FILE")
 sysctl -qw kernel.bpf_stats_enabled=1
 
 inns $A "$BIN/tracer-sink" --listen $AA:7420 --output "$WORK/traces" \
