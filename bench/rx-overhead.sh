@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# What the receive side costs the receiving host (issue 8, benchmarks).
+#
+# Two namespaces joined by veth; iperf3 sends a fixed-rate TCP flow from a
+# to b, and a small UDP flow that an nftables rule in b drops (NETFILTER_DROP),
+# so that skb:kfree_skb runs at a known rate too. The agent runs in b, the
+# receiving host, with --probes tx,rx,drops; the sink runs in a (a sink in
+# b would feed the agent's own datagrams back into the rx probe). Rounds
+# alternate between four modes:
+#   none   no BPF program;
+#   1      the agent, every skb;
+#   100    the agent at --sample-every 100;
+#   ref    bench/ref/rx_reference.bpf.c: one do-nothing tp_btf program on
+#          each tracepoint the rx and drops probes use (netif_receive_skb,
+#          tcp_probe, sk_data_ready, skb_copy_datagram_iovec,
+#          sock_recv_length, kfree_skb), loaded by bpftool and attached
+#          through pinned raw-tracepoint links.
+# (1) BPF cost per hook: bpf_stats run_time_ns / run_cnt of each of the
+#     agent's programs (found through the agent's own fds: fdinfo prog_id,
+#     so another agent on the machine is never mixed in) against the
+#     reference on the same tracepoint, medians over rounds.
+# (2) Machine CPU seconds as bench/agent-overhead.sh measures them: /proc/stat
+#     wall time x CPUs minus idle, iowait and steal (exact under NO_HZ),
+#     minus the sink's own CPU. One kernel serves both namespaces, so this
+#     includes the sender's side; the ratio is of medians.
+# (3) Events/s with zero ring loss: TSO/GSO off on the sender's veth (one
+#     skb per MSS segment, so a rate step gives ~40x the events of a GSO
+#     flow), the rate raised step by step until the agent reports lost
+#     records (ringbuf_lost + ring_overruns); the agent's process CPU
+#     (utime + stime from /proc/PID/stat) per million events at each step.
+#
+# Env: ROUNDS (7), SECS (10), RATE (2G), DROP_RATE (10M, UDP, 1000-byte
+# datagrams), MODES ("none 1 100 ref"; "none" first, it pairs each round),
+# EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
+# EPS_SECS ($SECS); EPS_RATES="" skips (3), ROUNDS=0 skips (1) and (2).
+#
+# Under the shared lock, prefer `flock -o /tmp/nettrace-e2e.lock bash
+# bench/rx-overhead.sh`: without -o the background children inherit the
+# lock, and after a SIGKILL of this script they would hold it until they
+# exit (a later run, or SIGTERM/SIGINT, cleans everything up).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+ROUNDS=${ROUNDS:-7} SECS=${SECS:-10} RATE=${RATE:-2G} DROP_RATE=${DROP_RATE:-10M}
+MODES=${MODES:-"none 1 100 ref"}
+EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
+EPS_SECS=${EPS_SECS:-$SECS}
+A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
+CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
+[[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
+CG=$CGROOT/ntr-rxb
+PIN=/sys/fs/bpf/ntr-rxb-ref LINKS=/sys/fs/bpf/ntr-rxb-links
+WORK=
+OLD_STATS=
+
+# Ends only processes inside this bench's own namespaces (a leftover of a
+# killed run included), by pid.
+kill_ns_procs() {
+    local ns pids
+    for ns in $A $B; do
+        [[ -e /run/netns/$ns ]] || continue
+        pids=$(ip netns pids $ns 2>/dev/null || true)
+        [[ -n $pids ]] || continue
+        kill -INT $pids 2>/dev/null || true
+        for _ in $(seq 40); do
+            pids=$(ip netns pids $ns 2>/dev/null || true)
+            [[ -n $pids ]] || break
+            sleep 0.05
+        done
+        [[ -n $pids ]] && kill -KILL $pids 2>/dev/null || true
+    done
+}
+cleanup() {
+    kill_ns_procs
+    rm -rf "$LINKS" "$PIN"   # unpinning the links detaches the references
+    rmdir "$CG" 2>/dev/null || true
+    ip netns del $A 2>/dev/null || true
+    ip netns del $B 2>/dev/null || true
+    [[ -n $WORK ]] && rm -rf "$WORK"
+    if [[ -n $OLD_STATS ]]; then
+        sysctl -qw kernel.bpf_stats_enabled="$OLD_STATS"
+        rm -f "$STATS_FILE"
+    fi
+    return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+cleanup
+WORK=$(mktemp -d)
+
+cargo build --release --bins --locked -q
+BIN=$PWD/target/release
+CLANG=$(command -v clang-19 || command -v clang)
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I tracer-agent/bpf/include \
+    -c bench/ref/rx_reference.bpf.c -o "$WORK/ref.o"
+bpftool prog loadall "$WORK/ref.o" "$PIN"
+mkdir -p "$CG"
+
+ip netns add $A; ip netns add $B
+ip link add $DA netns $A type veth peer name $DB netns $B
+ip -n $A addr add $AA/24 dev $DA; ip -n $B addr add $AB/24 dev $DB
+for ns in $A $B; do ip -n $ns link set lo up; done
+ip -n $A link set $DA up; ip -n $B link set $DB up
+ip netns exec $B nft -f - <<EOF
+table inet ntrrxb {
+    chain in {
+        type filter hook input priority 0;
+        # Data only: iperf3's 4-byte UDP connect message must pass.
+        udp dport 5202 udp length > 200 drop
+    }
+}
+EOF
+inns() { local ns=$1; shift; nsenter --net=/run/netns/$ns -- "$@"; }
+
+# The value before the first run; a run killed with SIGKILL leaves the file,
+# so the next run still restores what the machine had.
+STATS_FILE=/run/ntr-rxb.bpf_stats_enabled
+[[ -s $STATS_FILE ]] || sysctl -n kernel.bpf_stats_enabled > "$STATS_FILE"
+OLD_STATS=$(cat "$STATS_FILE")
+sysctl -qw kernel.bpf_stats_enabled=1
+
+inns $A "$BIN/tracer-sink" --listen $AA:7420 --output "$WORK/traces" \
+    --stats-interval 0 > "$WORK/sink.log" 2>&1 &
+SINK=$!
+# The receiving workload, in the bench cgroup (the tx probe's --cgroup).
+inns $B sh -c 'echo $$ > "$0/cgroup.procs" && exec iperf3 -s -B "$1"' "$CG" $AB > /dev/null 2>&1 &
+inns $B iperf3 -s -B $AB -p 5202 > /dev/null 2>&1 &
+sleep 0.5
+
+machine_snap() { python3 -c '
+import os, time
+t = time.clock_gettime(time.CLOCK_MONOTONIC)
+f = open("/proc/stat").readline().split()
+print(t, (int(f[4]) + int(f[5]) + int(f[8])) / os.sysconf("SC_CLK_TCK"))'; }
+busy_s() { python3 -c 'import os,sys; a=sys.argv[1:3]; b=sys.argv[3:5]; print(round((float(b[0])-float(a[0]))*os.cpu_count()-(float(b[1])-float(a[1])), 3))' $1 $2; }
+proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+HZ=$(getconf CLK_TCK)
+
+# bpf_stats of programs by id: JSON {name: [run_time_ns, run_cnt]}.
+prog_stats() { bpftool prog show -j | python3 -c '
+import json, sys
+ids = set(int(i) for i in sys.argv[1:])
+print(json.dumps({p["name"]: [p.get("run_time_ns", 0), p.get("run_cnt", 0)]
+                  for p in json.load(sys.stdin) if p["id"] in ids}))' "$@"; }
+# Ids of the BPF programs a process holds open (fdinfo prog_id).
+held_prog_ids() { grep -h '^prog_id:' /proc/$1/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u; }
+REF_IDS=$(for p in "$PIN"/*; do bpftool prog show pinned "$p" -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; done)
+# Attach every pinned reference to its tracepoint (BPF_RAW_TRACEPOINT_OPEN
+# with no name: a tp_btf program carries its target) and pin the link, so
+# removing the pin detaches it. bpftool 7.1 has no autoattach.
+attach_refs() { python3 - "$PIN" "$LINKS" <<'PY'
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+SYS_BPF, OBJ_PIN, OBJ_GET, RAW_TRACEPOINT_OPEN = 321, 6, 7, 17
+def bpf(cmd, attr):
+    buf = ctypes.create_string_buffer(attr, 128)  # union bpf_attr, zero-padded
+    r = libc.syscall(SYS_BPF, cmd, buf, 128)
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"bpf({cmd}): {os.strerror(e)}")
+    return r
+progs, links = sys.argv[1], sys.argv[2]
+os.makedirs(links, exist_ok=True)
+for name in sorted(os.listdir(progs)):
+    path = ctypes.create_string_buffer(os.path.join(progs, name).encode())
+    pfd = bpf(OBJ_GET, struct.pack("=QII", ctypes.addressof(path), 0, 0))
+    lfd = bpf(RAW_TRACEPOINT_OPEN, struct.pack("=QIIQ", 0, pfd, 0, 0))
+    lpath = ctypes.create_string_buffer(os.path.join(links, name).encode())
+    bpf(OBJ_PIN, struct.pack("=QII", ctypes.addressof(lpath), lfd, 0))
+    os.close(lfd)
+    os.close(pfd)
+PY
+}
+
+AGENT=0
+start_agent() { # sample_every
+    nsenter --net=/run/netns/$B -- "$BIN/tracer-agent" --sink $AA:7420 --hostname rxbench \
+        --probes tx,rx,drops --cgroup "$CG" --sample-every "$1" --json \
+        > "$WORK/agent.out" 2> "$WORK/agent.err" &
+    AGENT=$!
+    for _ in $(seq 200); do
+        [[ $(grep -c "probe attached" "$WORK/agent.err") -ge 3 ]] && return
+        sleep 0.05
+    done
+    echo "agent did not start:"; cat "$WORK/agent.err"; exit 1
+}
+stop_agent() { # call in this shell: only the parent can wait for it
+    kill -INT "$AGENT"
+    wait "$AGENT" || echo "agent exit $?: $(tail -2 "$WORK/agent.err")" >&2
+    AGENT=0
+}
+# "events lost" from the agent's final JSON stats.
+agent_events() {
+    tail -1 "$WORK/agent.out" | python3 -c '
+import json, sys
+try:
+    s = json.load(sys.stdin)["stats"]
+    ev = sum(s["events_by_stage"]) + sum(s["rx_events_by_stage"]) + s["drop_events"] + s["tcp_events"]
+    print(ev, s["bpf"]["ringbuf_lost"] + s.get("ring_overruns", 0))
+except Exception:
+    print("0 0")'
+}
+MODE_IDS=
+start_mode() {
+    case $1 in
+        none) MODE_IDS= ;;
+        ref) attach_refs; MODE_IDS=$REF_IDS ;;
+        *) start_agent "$1"; MODE_IDS=$(held_prog_ids "$AGENT") ;;
+    esac
+}
+stop_mode() { # prints "events lost"; call in this shell
+    case $1 in
+        none) echo "0 0" ;;
+        ref) rm -rf "$LINKS"; echo "0 0" ;;
+        *) stop_agent; agent_events ;;
+    esac
+}
+# Per-program deltas of one round: "mode hook ns_per_run runs" lines.
+hook_lines() { python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+mode, a, b = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+for name, (ns, cnt) in b.items():
+    ns0, cnt0 = a.get(name, (0, 0))
+    n = cnt - cnt0
+    hook = name.split("_", 1)[1] if "_" in name else name
+    print(mode, hook, (ns - ns0) / n if n else 0, n)
+PY
+}
+client() { inns $A iperf3 -c $AB "$@"; }
+gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bits_per_second"]/1e9)' "$1"; }
+
+: > "$WORK/cpu.txt"; : > "$WORK/hooks.txt"; : > "$WORK/eps.txt"
+if ((ROUNDS > 0)); then
+    echo "== (1, 2) ${SECS}s of iperf3 -b $RATE (+ UDP $DROP_RATE dropped by nftables), $ROUNDS alternating rounds of: $MODES"
+    echo "   columns: mode machine_busy_s gbps events lost sink_jiffies agent_jiffies"
+    for r in $(seq "$ROUNDS"); do
+        for mode in $MODES; do
+            start_mode "$mode"
+            p0=$(prog_stats $MODE_IDS)
+            m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)
+            client -p 5202 -u -l 1000 -b "$DROP_RATE" -t "$SECS" > /dev/null 2>&1 &
+            UDP=$!
+            client -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
+            wait $UDP || true
+            m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
+            p1=$(prog_stats $MODE_IDS)
+            [[ $mode == none ]] || hook_lines "$mode" "$p0" "$p1" >> "$WORK/hooks.txt"
+            stop_mode "$mode" > "$WORK/extra"
+            echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 ))" \
+                | tee -a "$WORK/cpu.txt"
+        done
+    done
+fi
+
+if [[ -n $EPS_RATES ]]; then
+    echo "== (3) events/s with zero ring loss: TSO/GSO off on $DA, ${EPS_SECS}s per step, $EPS_STREAMS stream(s), rates: $EPS_RATES"
+    echo "   columns: rate gbps events events_per_s lost agent_cpu_s"
+    ip netns exec $A ethtool -K $DA tso off gso off > /dev/null
+    for rate in $EPS_RATES; do
+        start_agent 1
+        a0=$(proc_jiffies $AGENT); t0=$(date +%s.%N)
+        client -t "$EPS_SECS" -b "$rate" -P "$EPS_STREAMS" -J > "$WORK/iperf.json"
+        a1=$(proc_jiffies $AGENT); t1=$(date +%s.%N)
+        stop_agent
+        read -r ev lost < <(agent_events)
+        echo "$rate $(gbps "$WORK/iperf.json") $ev $(python3 -c "print(round($ev/($t1-$t0)))") $lost $(python3 -c "print(($a1-$a0)/$HZ)")" \
+            | tee -a "$WORK/eps.txt"
+        ((lost == 0)) || break
+    done
+    ip netns exec $A ethtool -K $DA tso on gso on > /dev/null
+fi
+
+python3 - "$WORK/cpu.txt" "$WORK/hooks.txt" "$WORK/eps.txt" "$HZ" <<'PY'
+import sys, statistics as st
+cpu, hooks, eps, hz = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+med = lambda v: st.median(v) if v else float("nan")
+def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
+rows = [l.split() for l in open(cpu)]
+LABEL = {"none": "no program", "1": "agent, every skb", "100": "agent, 1 in 100",
+         "ref": "references only"}
+if rows:
+    print("\n== results (medians of alternating rounds; ratios are of medians)")
+    host_of = lambda r: float(r[1]) - float(r[5]) / hz
+    host = {m: [host_of(r) for r in rows if r[0] == m] for m in LABEL}
+    def paired(m):
+        out, base = [], None
+        for r in rows:
+            if r[0] == "none":
+                base = host_of(r)
+            elif r[0] == m and base:
+                out.append(host_of(r) / base)
+        return out
+    print("(2) machine CPU s (/proc/stat, exact idle) minus the sink; target <= 1.10 (every skb), <= 1.03 (1 in 100)")
+    for m in LABEL:
+        if host[m] and host["none"]:
+            pr = f"  paired {med(paired(m)):6.3f}" if m != "none" else ""
+            print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
+    for m in ("1", "100"):
+        ag = [float(r[6]) / hz for r in rows if r[0] == m]
+        ev = [float(r[3]) for r in rows if r[0] == m]
+        lost = sum(float(r[4]) for r in rows if r[0] == m)
+        if ag:
+            print(f"    {LABEL[m]:18s} agent process s {spread(ag)}  events/round {med(ev):.0f}  lost {lost:.0f}")
+    print("    offered Gbit/s:", spread([float(r[2]) for r in rows if r[0] == "none"]))
+h = [l.split() for l in open(hooks)]
+if h:
+    print("(1) BPF ns per run by hook (bpf_stats), agent vs do-nothing tp_btf reference on the same tracepoint; target <= 2x")
+    TP = {"stack_entry": "netif_receive_skb", "tcp_input": "tcp_probe", "data_ready": "sk_data_ready",
+          "copy": "skb_copy_datagram_iovec", "read_done": "sock_recv_length", "kfree_skb": "kfree_skb"}
+    def ns(mode, hook): return [float(r[2]) for r in h if r[0] == mode and r[1] == hook and int(r[3]) > 0]
+    def runs(mode, hook): return [int(r[3]) for r in h if r[0] == mode and r[1] == hook]
+    hooks_seen = [k for k in TP] + sorted({r[1] for r in h if r[1] not in TP})
+    print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'runs/round':>11s}")
+    for hk in hooks_seen:
+        ref = med(ns("ref", hk))
+        for m in ("1", "100"):
+            a = ns(m, hk)
+            if not a:
+                continue
+            ratio = f"{med(a)/ref:6.2f}" if ref == ref else "     -"
+            print(f"    {TP.get(hk, hk):26s} {m:5s} {med(a):9.1f} {ref:8.1f} {ratio} {med(runs(m, hk)):11.0f}")
+e = [l.split() for l in open(eps)]
+if e:
+    print("(3) events/s, TSO/GSO off; agent CPU per million events")
+    for r in e:
+        ev, cpu_s = float(r[2]), float(r[5])
+        per_m = f"{cpu_s / ev * 1e6:.3f} s" if ev else "-"
+        print(f"    rate {r[0]:>5s}  {float(r[1]):6.2f} Gbit/s  {float(r[3]):>10.0f} events/s  lost {r[4]:>8s}  agent CPU {cpu_s:6.2f} s  per M events {per_m}")
+    ok = [r for r in e if int(r[4]) == 0]
+    if ok:
+        best = max(ok, key=lambda r: float(r[3]))
+        print(f"    highest loss-free: {float(best[3]):.0f} events/s (rate {best[0]})"
+              + ("" if len(ok) < len(e) else "; no loss at any step: the flow, not the agent, was the limit"))
+    else:
+        print("    loss at the first step already")
+PY
