@@ -19,6 +19,7 @@ use crate::preflight::PreflightError;
 
 pub mod drops;
 pub mod rx;
+pub mod sample;
 pub mod slots;
 pub mod tcp;
 pub mod tx;
