@@ -70,11 +70,15 @@ struct Cli {
     #[arg(long)]
     cgroup: Option<PathBuf>,
 
-    /// Tag one sendmsg call in N (selective sampling); 1 traces every one.
-    /// Each CPU counts on its own: it tags its first call, then every Nth.
-    /// Untagged calls cost one short BPF run and produce no events; the
-    /// stats show how many calls were seen (`sendmsg_seen`). TX only: the
-    /// rx probe records every received skb.
+    /// Sample one TCP byte range in N, the same way on every host: the
+    /// sequence space of each flow is cut into 64 KiB granules and a
+    /// granule is sampled iff a hash of (flow, granule) falls under 1/N.
+    /// The tx probe tags a sendmsg iff the byte its stamp reports lies in
+    /// a sampled granule; the rx probe records a TCP skb iff its range
+    /// touches a sampled granule (so a receiver at the same N keeps every
+    /// skb that carries a sampled sender's bytes). UDP is not sampled.
+    /// 1 traces everything. Stats show the sendmsg calls seen
+    /// (`sendmsg_seen`). See docs/reading-a-trace.md#sampling.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     sample_every: u32,
 

@@ -109,7 +109,7 @@ impl AgentStats {
         ));
         if self.bpf.sendmsg_seen > 0 {
             s.push_str(&format!(
-                "  sendmsg seen{:>12} (sampled: tagged one in N)\n",
+                "  sendmsg seen{:>12} (sampled: one granule in N tagged)\n",
                 self.bpf.sendmsg_seen
             ));
         }

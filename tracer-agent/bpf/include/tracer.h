@@ -64,8 +64,7 @@ enum counter {
 	CTR_TAG_ERR = 2,	/* bpf_sock_ops_enable_tx_tstamp failed */
 	CTR_SOCKETS = 3,	/* sockets enabled for TX timestamping */
 	CTR_SENDMSG_SEEN = 4,	/* sendmsg calls seen while sampling */
-	CTR_SAMPLE_LEFT = 5,	/* sendmsg calls to skip before the next tag */
-	CTR_MAX = 6,
+	CTR_MAX = 5,
 };
 
 /* One skb freed with a drop reason (skb:kfree_skb), in the traced netns. */

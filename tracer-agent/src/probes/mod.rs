@@ -19,6 +19,7 @@ use crate::preflight::PreflightError;
 
 pub mod drops;
 pub mod rx;
+pub mod sample;
 pub mod slots;
 pub mod tcp;
 pub mod tx;
@@ -191,7 +192,8 @@ pub struct ProbeCounters {
     /// Sockets enabled for TX timestamping.
     pub sockets: u64,
     /// sendmsg calls of traced sockets seen while sampling
-    /// (`--sample-every` > 1); one in N of them was tagged.
+    /// (`--sample-every` > 1); those ending in a sampled granule were
+    /// tagged (about one in N).
     pub sendmsg_seen: u64,
     /// RX stack-entry records whose packet headers could not be read
     /// (published without flow and sequence range).

@@ -166,6 +166,7 @@ impl<'obj> RxProbe<'obj> {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
             ro.slots_per_cpu = cfg.slots_per_cpu;
+            ro.sample_threshold = super::sample::threshold(cfg.sample_every);
         }
         let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;
         let entries = (ncpu as u64 * u64::from(cfg.slots_per_cpu)).min(u64::from(u32::MAX)) as u32;

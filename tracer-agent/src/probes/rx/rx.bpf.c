@@ -21,12 +21,14 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
 #include "tracer.h"
+#include "sample.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Configuration, set by the agent between open and load. */
 const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
 const volatile __u32 slots_per_cpu = 32768;	/* power of two */
+const volatile __u64 sample_threshold = NT_SAMPLE_ALL; /* sample.h; ALL: no sampling */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -248,6 +250,107 @@ static __always_inline int fill_skb_flow(struct rx_record *r,
 	return 0;
 }
 
+/*
+ * Sampling (--sample-every N; the rule and why in sample.h). TCP records
+ * are kept iff their sequence range holds a byte of a sampled granule of
+ * the flow (sender -> receiver, i.e. the packet's source -> destination,
+ * the socket's remote -> local), the decision the sender's tx probe made
+ * from the same numbers; stages without an skb decide by the last byte
+ * they account for. Everything that is not TCP is kept: nothing on the
+ * sender side is sampled to stay comparable with (BPF TX timestamping is
+ * TCP-only), and a UDP datagram has no number that every stage sees.
+ * One call per program, right after the netns filter.
+ */
+
+/* The socket's flow hash, data direction remote -> local. */
+static __always_inline __u64 rx_sample_sk_flow(const struct sock *sk)
+{
+	const struct sock_common *c = &sk->__sk_common;
+	__u32 s[4] = {}, d[4] = {};
+
+	if (c->skc_family == AF_INET6) {
+		__builtin_memcpy(s, c->skc_v6_daddr.in6_u.u6_addr8, 16);
+		__builtin_memcpy(d, c->skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
+	} else {
+		s[0] = c->skc_daddr;
+		d[0] = c->skc_rcv_saddr;
+	}
+	return nt_sample_flow(s, d, bpf_ntohs(c->skc_dport), c->skc_num);
+}
+
+/* TCP_INPUT and COPY: the skb's TCP_SKB_CB range (TCP sockets only). */
+static __always_inline bool rx_sampled_out_cb(const struct sock *sk,
+					      const struct sk_buff *skb)
+{
+	if (sample_threshold >= NT_SAMPLE_ALL || sk->sk_protocol != IPPROTO_TCP)
+		return false;
+	return !nt_sample_range(rx_sample_sk_flow(sk), *(__u32 *)skb->cb,
+				*(__u32 *)(skb->cb + 4), sample_threshold);
+}
+
+/* DATA_READY and READ_DONE: `after` is rcv_nxt or copied_seq, the
+ * sequence number after the last byte the stage accounts for. */
+static __always_inline bool rx_sampled_out_sk(const struct sock *sk,
+					      bool read_done)
+{
+	const struct tcp_sock *tp;
+	__u32 after;
+
+	if (sample_threshold >= NT_SAMPLE_ALL || sk->sk_protocol != IPPROTO_TCP)
+		return false;
+	tp = bpf_core_cast(sk, struct tcp_sock);
+	after = read_done ? tp->copied_seq : tp->rcv_nxt;
+	return !nt_sample_byte(rx_sample_sk_flow(sk), after - 1,
+			       sample_threshold);
+}
+
+/* STACK_ENTRY: no socket yet; flow and range from the headers (read again
+ * by fill_skb_flow for a kept skb: the reads are paid twice only for the
+ * sampled ones). Unreadable headers, fragments and IPv6 extension headers
+ * are kept. */
+static __always_inline bool rx_sampled_out_hdr(const struct sk_buff *skb,
+					       __u16 proto)
+{
+	unsigned char *nh = skb->head + skb->network_header;
+	__u32 s[4] = {}, d[4] = {}, l4off, l4len, payload, end;
+	struct tcphdr th;
+
+	if (sample_threshold >= NT_SAMPLE_ALL)
+		return false;
+	if (proto == ETH_P_IP) {
+		struct iphdr ip;
+
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), nh) ||
+		    ip.protocol != IPPROTO_TCP ||
+		    (bpf_ntohs(ip.frag_off) & 0x1fff))
+			return false;
+		s[0] = ip.saddr;
+		d[0] = ip.daddr;
+		l4off = (ip.ihl_version & 0xf) * 4;
+		l4len = bpf_ntohs(ip.tot_len);
+		l4len = l4len > l4off ? l4len - l4off : 0;
+	} else {
+		struct ipv6hdr ip6;
+
+		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), nh) ||
+		    ip6.nexthdr != IPPROTO_TCP)
+			return false;
+		__builtin_memcpy(s, ip6.saddr.in6_u.u6_addr8, 16);
+		__builtin_memcpy(d, ip6.daddr.in6_u.u6_addr8, 16);
+		l4off = sizeof(ip6);
+		l4len = bpf_ntohs(ip6.payload_len);
+	}
+	if (bpf_probe_read_kernel(&th, sizeof(th), nh + l4off))
+		return false;
+	payload = (th.res1_doff >> 4) * 4;
+	payload = l4len > payload ? l4len - payload : 0;
+	/* As fill_skb_flow: SYN and FIN take one sequence number each. */
+	end = bpf_ntohl(th.seq) + payload + (th.flags & 1) + ((th.flags >> 1) & 1);
+	return !nt_sample_range(nt_sample_flow(s, d, bpf_ntohs(th.source),
+					       bpf_ntohs(th.dest)),
+				bpf_ntohl(th.seq), end, sample_threshold);
+}
+
 static __always_inline bool is_ip(__u16 proto)
 {
 	return proto == ETH_P_IP || proto == ETH_P_IPV6;
@@ -270,7 +373,7 @@ int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 	if (other_netns(netns))
 		return 0;
 	proto = bpf_ntohs(skb->protocol);
-	if (!is_ip(proto))
+	if (!is_ip(proto) || rx_sampled_out_hdr(skb, proto))
 		return 0;
 
 	r = reserve(&seq);
@@ -298,7 +401,7 @@ int BPF_PROG(rx_tcp_input, struct sock *sk, struct sk_buff *skb)
 	__u64 seq;
 
 	netns = sk_netns(sk);
-	if (other_netns(netns))
+	if (other_netns(netns) || rx_sampled_out_cb(sk, skb))
 		return 0;
 	r = reserve(&seq);
 	if (!r)
@@ -326,7 +429,8 @@ int BPF_PROG(rx_data_ready, struct sock *sk)
 	__u64 seq;
 
 	netns = sk_netns(sk);
-	if (other_netns(netns) || !sk_is_inet(sk))
+	if (other_netns(netns) || !sk_is_inet(sk) ||
+	    rx_sampled_out_sk(sk, false))
 		return 0;
 	r = reserve(&seq);
 	if (!r)
@@ -370,7 +474,7 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 	if (other_netns(netns))
 		return 0;
 	proto = bpf_ntohs(skb->protocol);
-	if (!is_ip(proto))
+	if (!is_ip(proto) || (sk && rx_sampled_out_cb(sk, skb)))
 		return 0;
 	r = reserve(&seq);
 	if (!r)
@@ -408,7 +512,8 @@ int BPF_PROG(rx_read_done, struct sock *sk, int ret, int flags)
 	__u64 seq;
 
 	netns = sk_netns(sk);
-	if (other_netns(netns) || !sk_is_inet(sk) || ret <= 0)
+	if (other_netns(netns) || !sk_is_inet(sk) || ret <= 0 ||
+	    rx_sampled_out_sk(sk, true))
 		return 0;
 	r = reserve(&seq);
 	if (!r)

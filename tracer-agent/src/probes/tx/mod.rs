@@ -143,7 +143,7 @@ impl<'obj> TxProbe<'obj> {
         let mut open = builder.open(object).map_err(load_err)?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
-            ro.sample_every = cfg.sample_every.max(1);
+            ro.sample_threshold = super::sample::threshold(cfg.sample_every);
             ro.slots_per_cpu = cfg.slots_per_cpu;
         }
         let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;

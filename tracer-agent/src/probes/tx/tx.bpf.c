@@ -17,12 +17,13 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
+#include "sample.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Configuration, set by the agent between open and load. */
 const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
-const volatile __u32 sample_every = 1;	/* tag one sendmsg in N */
+const volatile __u64 sample_threshold = NT_SAMPLE_ALL; /* sample.h; ALL: no sampling */
 const volatile __u32 slots_per_cpu = 32768;	/* power of two */
 
 /* cpu * slots_per_cpu + (seq % slots_per_cpu); sized by the agent. */
@@ -96,27 +97,50 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 	return 1;
 }
 
-/* One in sample_every sendmsg calls is tagged; the rest cost two counter
- * updates on one per-CPU cache line. A countdown, not a modulo: no division.
- * Each CPU tags its first sendmsg, then one in sample_every. */
-static __always_inline bool sampled_out(void)
+/* Sampling (--sample-every N, rule in sample.h): the sendmsg is tagged
+ * iff the byte its stamp will report (tskey = seq + len - 1 of the tail
+ * skb, as bpf_sock_ops_enable_tx_tstamp sets it) lies in a sampled granule
+ * of the flow, so the receiver's rx probe, deciding from the same flow and
+ * sequence numbers, records the skbs that carry it. Untagged calls cost a
+ * counter update and two hashes, with no output. */
+static __always_inline bool tx_sampled_out(struct bpf_sock_ops *skops,
+					   struct bpf_sock_ops_kern *k)
 {
-	__u32 idx = CTR_SENDMSG_SEEN, left_idx = CTR_SAMPLE_LEFT;
-	__u64 *n, *left;
+	struct sk_buff *skb = k->skb;
+	__u32 s[4], d[4], seq, len;
+	__u16 dport;
 
-	if (sample_every <= 1)
+	if (sample_threshold >= NT_SAMPLE_ALL)
 		return false;
-	n = bpf_map_lookup_elem(&counters, &idx);
-	left = bpf_map_lookup_elem(&counters, &left_idx);
-	if (!n || !left)
-		return false;
-	*n += 1;
-	if (*left) {
-		*left -= 1;
+	count(CTR_SENDMSG_SEEN);
+	if (!skb)
 		return true;
+	/* Real stack arrays (the asm takes their address), filled by word:
+	 * else clang merges the two branches' context loads into one load
+	 * through a moved context pointer, which the verifier refuses. */
+	__builtin_memset(s, 0, sizeof(s));
+	__builtin_memset(d, 0, sizeof(d));
+	asm volatile("" : : "r"(s), "r"(d) : "memory");
+	if (skops->family == AF_INET6) {
+		s[0] = skops->local_ip6[0];
+		s[1] = skops->local_ip6[1];
+		s[2] = skops->local_ip6[2];
+		s[3] = skops->local_ip6[3];
+		d[0] = skops->remote_ip6[0];
+		d[1] = skops->remote_ip6[1];
+		d[2] = skops->remote_ip6[2];
+		d[3] = skops->remote_ip6[3];
+	} else {
+		s[0] = skops->local_ip4;
+		asm volatile("" : : "r"(s) : "memory");
+		d[0] = skops->remote_ip4;
 	}
-	*left = sample_every - 1;
-	return false;
+	asm volatile("" : : "r"(s), "r"(d) : "memory");
+	dport = bpf_ntohl(skops->remote_port);
+	seq = *(__u32 *)skb->cb;	/* TCP_SKB_CB(skb)->seq */
+	len = skb->len;
+	return !nt_sample_byte(nt_sample_flow(s, d, skops->local_port, dport),
+			       len ? seq + len - 1 : seq, sample_threshold);
 }
 
 /* `netns` is the socket's, already read by the caller's filter. */
@@ -220,7 +244,7 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
 		k = bpf_cast_to_kern_ctx(skops);
 		netns = sock_netns(k);
-		if (other_netns(netns) || sampled_out())
+		if (other_netns(netns) || tx_sampled_out(skops, k))
 			return 1;
 		if (bpf_sock_ops_enable_tx_tstamp(k, 0)) {
 			count(CTR_TAG_ERR);
