@@ -21,6 +21,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
 #include "tracer.h"
+#include "filter.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -272,6 +273,8 @@ int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 	proto = bpf_ntohs(skb->protocol);
 	if (!is_ip(proto))
 		return 0;
+	if (!skb_flow_matches(skb, proto))
+		return 0;
 
 	r = reserve(&seq);
 	if (!r)
@@ -300,6 +303,8 @@ int BPF_PROG(rx_tcp_input, struct sock *sk, struct sk_buff *skb)
 	netns = sk_netns(sk);
 	if (other_netns(netns))
 		return 0;
+	if (!sk_flow_matches(sk, false))
+		return 0;
 	r = reserve(&seq);
 	if (!r)
 		return 0;
@@ -327,6 +332,8 @@ int BPF_PROG(rx_data_ready, struct sock *sk)
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk))
+		return 0;
+	if (!sk_flow_matches(sk, false))
 		return 0;
 	r = reserve(&seq);
 	if (!r)
@@ -372,6 +379,8 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 	proto = bpf_ntohs(skb->protocol);
 	if (!is_ip(proto))
 		return 0;
+	if (!skb_flow_matches(skb, proto))
+		return 0;
 	r = reserve(&seq);
 	if (!r)
 		return 0;
@@ -409,6 +418,8 @@ int BPF_PROG(rx_read_done, struct sock *sk, int ret, int flags)
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk) || ret <= 0)
+		return 0;
+	if (!sk_flow_matches(sk, false))
 		return 0;
 	r = reserve(&seq);
 	if (!r)

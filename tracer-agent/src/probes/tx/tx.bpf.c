@@ -17,6 +17,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
+#include "filter.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -86,6 +87,8 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 	int flags = SK_BPF_CB_TX_TIMESTAMPING;
 
 	if (other_netns(sock_netns(k)))
+		return 1;
+	if (!sk_flow_matches(k->sk, true))
 		return 1;
 	if (bpf_setsockopt(skops, SOL_SOCKET, SK_BPF_CB_FLAGS, &flags,
 			   sizeof(flags))) {
@@ -220,6 +223,8 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
 		k = bpf_cast_to_kern_ctx(skops);
 		netns = sock_netns(k);
+		if (!sk_flow_matches(k->sk, true))
+			return 1;
 		if (other_netns(netns) || sampled_out())
 			return 1;
 		if (bpf_sock_ops_enable_tx_tstamp(k, 0)) {
@@ -245,6 +250,8 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	}
 	k = bpf_cast_to_kern_ctx(skops);
 	netns = sock_netns(k);
+	if (!sk_flow_matches(k->sk, true))
+		return 1;
 	if (!other_netns(netns))
 		emit(skops, k, netns, stage);
 	return 1;
