@@ -466,7 +466,7 @@ pub fn parse(s: &str) -> Result<FlowFilter, FilterError> {
         let clause = if p.peek().is_some_and(|t| t.text == "(") {
             p.pos += 1;
             let (c, _) = p.alt()?;
-            if !p.peek().is_some_and(|t| t.text == ")") {
+            if p.peek().is_none_or(|t| t.text != ")") {
                 return Err(p.expected("`or` or `)`"));
             }
             p.pos += 1;
