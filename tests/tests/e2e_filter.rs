@@ -5,10 +5,11 @@
 //! a refused connect to P3 reach the trace, nothing of P2 or P4; with
 //! `--filter 'host A1'` on the receiving host only the flow, the drop and
 //! the socketless reset of source address A1 do, nothing of a second
-//! source address A3 of the same namespace.
+//! source address A3 of the same namespace. IPv6 flows over loopback are
+//! kept or refused the same way (port; `host ::1`).
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
@@ -146,6 +147,33 @@ fn refused(pair: &NetnsPair, local: Ipv4Addr, port: u16) {
     .unwrap();
 }
 
+/// An echo flow over IPv6 inside namespace `ns`, to and from `addr`.
+fn v6_echo(ns: &str, addr: Ipv6Addr, port: u16) {
+    in_netns(NetnsPair::path(ns), "v6-echo", move || {
+        let l = TcpListener::bind((addr, port)).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = vec![0u8; CHUNK];
+            for _ in 0..CHUNKS {
+                s.read_exact(&mut buf).unwrap();
+                s.write_all(&buf).unwrap();
+            }
+        });
+        let mut c = TcpStream::connect((addr, port)).unwrap();
+        c.set_nodelay(true).unwrap();
+        let mut back = vec![0u8; CHUNK];
+        for _ in 0..CHUNKS {
+            c.write_all(&back.clone()).unwrap();
+            c.read_exact(&mut back).unwrap();
+        }
+        server.join().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+}
+
 /// The ends of an event with a flow: (saddr, sport, daddr, dport).
 type Ends = (IpAddr, u16, IpAddr, u16);
 
@@ -211,6 +239,8 @@ fn port_filter_keeps_only_the_matching_flows() {
         echo_flow(&pair, a, P2);
         refused(&pair, a, P4);
         refused(&pair, a, P3);
+        v6_echo(&pair.a, Ipv6Addr::LOCALHOST, P2);
+        v6_echo(&pair.a, Ipv6Addr::LOCALHOST, P1);
     });
     assert_eq!(s1.join().unwrap(), CHUNKS * CHUNK);
     assert_eq!(s2.join().unwrap(), 2 * CHUNKS * CHUNK);
@@ -218,6 +248,7 @@ fn port_filter_keeps_only_the_matching_flows() {
     let mut tx = Vec::new();
     let mut rx = Vec::new();
     let mut resets = Vec::new();
+    let mut v6 = 0;
     for f in &trace.frames {
         let Some(e) = ends(&f.event) else { continue };
         assert!(
@@ -225,6 +256,10 @@ fn port_filter_keeps_only_the_matching_flows() {
             "an event outside the filter: {:?}",
             f.event
         );
+        if e.0.is_ipv6() {
+            v6 += 1;
+            continue;
+        }
         match &f.event {
             Event::Tx(t) => tx.push(t.stage().unwrap()),
             Event::Rx(r) => rx.push(r.stage().unwrap()),
@@ -247,6 +282,8 @@ fn port_filter_keeps_only_the_matching_flows() {
         let n = rx.iter().filter(|s| **s == st).count();
         assert!(n >= CHUNKS / 2, "{n} {} events of the P1 flow", st.name());
     }
+    // IPv6 (the loopback flow on P1 in a; the one on P2 is checked above).
+    assert!(v6 >= CHUNKS * 4, "{v6} IPv6 events on P1");
     // `or`: the refused connect to P3 is kept (the tcp probe, local end
     // first), the one to P4 is not (checked above).
     assert_eq!(
@@ -281,18 +318,45 @@ fn host_filter_keeps_only_the_matching_address() {
         .unwrap();
     assert!(st.success());
     let a1 = pair.addr_a;
+    // A second IPv6 address of b, for an IPv6 flow the filter refuses.
+    let other6: Ipv6Addr = "fd00:252::5".parse().unwrap();
+    let st = Command::new("ip")
+        .args([
+            "-n",
+            &pair.b,
+            "addr",
+            "add",
+            "fd00:252::5/128",
+            "dev",
+            "lo",
+            "nodad",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
     let server = echo_server(&pair, P1, 2);
-    let (trace, _) = filtered_run(&pair, &pair.b, &format!("host {a1}"), || {
+    let filter = format!("host {a1} or host ::1");
+    let (trace, _) = filtered_run(&pair, &pair.b, &filter, || {
         echo_flow(&pair, a3, P1);
         echo_flow(&pair, a1, P1);
         refused(&pair, a3, P4);
         refused(&pair, a1, P4);
+        v6_echo(&pair.b, other6, P2);
+        v6_echo(&pair.b, Ipv6Addr::LOCALHOST, P2);
     });
     assert_eq!(server.join().unwrap(), 2 * CHUNKS * CHUNK);
 
-    let (mut tx, mut rx, mut drops, mut reset_sent) = (0, 0, 0, 0);
+    let (mut tx, mut rx, mut drops, mut reset_sent, mut v6) = (0, 0, 0, 0, 0);
+    let lo6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
     for f in &trace.frames {
         let Some(e) = ends(&f.event) else { continue };
+        if e.0.is_ipv6() {
+            // Either end (a listener's DATA_READY has no remote end).
+            assert!(e.0 == lo6 || e.2 == lo6, "{:?}", f.event);
+            assert!(e.0 != IpAddr::V6(other6) && e.2 != IpAddr::V6(other6));
+            v6 += 1;
+            continue;
+        }
         assert!(
             e.0 == IpAddr::V4(a1) || e.2 == IpAddr::V4(a1),
             "an event outside the filter: {:?}",
@@ -314,5 +378,6 @@ fn host_filter_keeps_only_the_matching_address() {
     // socketless reset: both kept for a1 only (the reset's flow is turned
     // around, a1 is its destination).
     assert!(drops >= 1, "no drop of a1's SYN");
+    assert!(v6 >= CHUNKS * 4, "{v6} events of the ::1 flow");
     assert_eq!(reset_sent, 1);
 }
