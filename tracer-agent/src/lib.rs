@@ -2,6 +2,7 @@
 //! global clock, batches events into datagrams and sends them to a sink.
 
 pub mod clock;
+pub mod filter;
 pub mod pipeline;
 pub mod preflight;
 pub mod probes;

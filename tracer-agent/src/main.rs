@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use clocksync::{ServoKind, SourceSpec};
 use tracer_agent::clock::ClockConfig;
+use tracer_agent::filter::FlowFilter;
 use tracer_agent::pipeline::AgentIdentity;
 use tracer_agent::probes::{
     in_registry_order, known_probe_names, probe_by_name, probes_help, ProbeSpec,
@@ -81,6 +82,15 @@ struct Cli {
     /// (`sendmsg_seen`). See docs/reading-a-trace.md#sampling.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     sample_every: u32,
+
+    #[arg(
+        long,
+        value_name = "EXPR",
+        value_parser = tracer_agent::filter::parse,
+        help = "Record only flows matching EXPR (e.g. 'port 5201 and host 10.0.0.2'), filtered in BPF",
+        long_help = tracer_agent::filter::HELP
+    )]
+    filter: Option<FlowFilter>,
 
     /// Trace the network namespace of this file (e.g. /run/netns/NAME)
     /// instead of the agent's own.
@@ -299,6 +309,7 @@ fn real_main() -> anyhow::Result<()> {
             (false, None) => NetnsFilter::Own,
         },
         sample_every: cli.sample_every,
+        filter: cli.filter.unwrap_or_default(),
         stats_interval: (cli.stats_interval > 0.0)
             .then(|| Duration::from_secs_f64(cli.stats_interval)),
         json: cli.json,
@@ -364,12 +375,33 @@ mod tests {
         assert_eq!(names(parse(&[]).unwrap()), ["tx", "rx"]);
         assert_eq!(names(parse(&["--probes", "tx,tx"]).unwrap()), ["tx"]);
         let e = parse(&["--probes", "tx,bogus"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
         assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
         let msg = e.to_string();
         assert!(msg.contains("unknown probe \"bogus\""), "{msg}");
         assert!(
             msg.contains(&format!("known probes are {}", known_probe_names())),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn filter_is_parsed_at_argument_parsing() {
+        assert!(parse(&[]).unwrap().filter.is_none());
+        let c = parse(&["--filter", "port 5201 and host 10.0.0.2"]).unwrap();
+        assert_eq!(c.filter.unwrap().clauses.len(), 2);
+        let e = parse(&["--filter", "port x"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(e.exit_code(), 2);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("filter column 6: \"x\" is not a port number"),
+            "{msg}"
+        );
+        let help = Cli::command().render_long_help().to_string();
+        assert!(
+            help.contains("src/dst are the ends as the event shows them"),
+            "{help}"
         );
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::OpenObject;
 
 use crate::clock::{AgentClock, ClockConfig};
+use crate::filter::FlowFilter;
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
 use crate::probes::{
@@ -48,6 +49,8 @@ pub struct AgentConfig {
     pub netns: NetnsFilter,
     /// Tag one sendmsg in N.
     pub sample_every: u32,
+    /// `--filter`: flows to record (empty: all), evaluated in BPF.
+    pub filter: FlowFilter,
     /// Print stats this often (None: only at exit).
     pub stats_interval: Option<Duration>,
     /// Stats as JSON lines.
@@ -133,6 +136,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         sample_every: cfg.sample_every,
         slots_per_cpu: cfg.slots_per_cpu,
         btf: cfg.btf.clone(),
+        filter: cfg.filter.clone(),
     };
     for spec in &cfg.probes {
         (spec.check)(&probe_cfg)?;

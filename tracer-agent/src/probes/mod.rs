@@ -42,6 +42,10 @@ pub struct ProbeConfig {
     pub slots_per_cpu: u32,
     /// Kernel BTF, to check for the kernel features a probe needs.
     pub btf: PathBuf,
+    /// `--filter`: flows to record (empty: all), written into every
+    /// probe's `.rodata` (bpf/include/filter.h) with
+    /// [`crate::write_flow_filter!`].
+    pub filter: crate::filter::FlowFilter,
 }
 
 /// Opens, configures and loads one probe (not attached yet). `object` holds

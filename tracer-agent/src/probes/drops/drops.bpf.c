@@ -25,6 +25,7 @@
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
 #include "skb_flow.h"
+#include "filter.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -100,6 +101,10 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	} else if (target_netns && netns != target_netns) {
 		return 0;
 	}
+	/* The flow before the slot: the --filter runs before any output. */
+	skb_flow_parse(skb, bpf_ntohs(skb->protocol), &flow);
+	if (!skb_flow_parsed_matches(&flow, false))
+		return 0;
 
 	head = bpf_map_lookup_elem(&heads, &zero);
 	if (!head) {
@@ -125,7 +130,6 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	r->len = skb->len;
 	r->protocol = bpf_ntohs(skb->protocol);
 	r->_pad = 0;
-	skb_flow_parse(skb, r->protocol, &flow);
 	r->family = flow.family;
 	r->l4proto = flow.l4proto;
 	r->sport = flow.sport;

@@ -165,6 +165,7 @@ impl<'obj> RxProbe<'obj> {
             .map_err(load_err)?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
+            crate::write_flow_filter!(ro, &cfg.filter);
             ro.slots_per_cpu = cfg.slots_per_cpu;
             ro.sample_threshold = super::sample::threshold(cfg.sample_every);
         }
@@ -638,6 +639,7 @@ mod tests {
             sample_every: 1,
             slots_per_cpu: 8,
             btf,
+            filter: Default::default(),
         };
         let msg = check(&cfg).unwrap_err().to_string();
         assert!(

@@ -21,6 +21,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
 #include "tracer.h"
+#include "filter.h"
 #include "sample.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -375,6 +376,8 @@ int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 	proto = bpf_ntohs(skb->protocol);
 	if (!is_ip(proto) || rx_sampled_out_hdr(skb, proto))
 		return 0;
+	if (!skb_flow_matches(skb, proto))
+		return 0;
 
 	r = reserve(&seq);
 	if (!r)
@@ -402,6 +405,8 @@ int BPF_PROG(rx_tcp_input, struct sock *sk, struct sk_buff *skb)
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || rx_sampled_out_cb(sk, skb))
+		return 0;
+	if (!sk_flow_matches(sk, false))
 		return 0;
 	r = reserve(&seq);
 	if (!r)
@@ -431,6 +436,8 @@ int BPF_PROG(rx_data_ready, struct sock *sk)
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk) ||
 	    rx_sampled_out_sk(sk, false))
+		return 0;
+	if (!sk_flow_matches(sk, false))
 		return 0;
 	r = reserve(&seq);
 	if (!r)
@@ -476,6 +483,8 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 	proto = bpf_ntohs(skb->protocol);
 	if (!is_ip(proto) || (sk && rx_sampled_out_cb(sk, skb)))
 		return 0;
+	if (!skb_flow_matches(skb, proto))
+		return 0;
 	r = reserve(&seq);
 	if (!r)
 		return 0;
@@ -514,6 +523,8 @@ int BPF_PROG(rx_read_done, struct sock *sk, int ret, int flags)
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk) || ret <= 0 ||
 	    rx_sampled_out_sk(sk, true))
+		return 0;
+	if (!sk_flow_matches(sk, false))
 		return 0;
 	r = reserve(&seq);
 	if (!r)

@@ -22,6 +22,7 @@
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
 #include "skb_flow.h"
+#include "filter.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -154,6 +155,8 @@ static __always_inline struct tcp_record *sock_event(struct sock *sk, __u8 anoma
 	netns = sk_netns(sk);
 	if (other_netns(netns))
 		return NULL;
+	if (!sk_flow_matches(sk, true))
+		return NULL;
 	r = take_slot(seq);
 	if (!r)
 		return NULL;
@@ -207,13 +210,16 @@ int BPF_PROG(tcp_send_reset, struct sock *sk, struct sk_buff *skb,
 		netns = skb->dev->nd_net.net->ns.inum;
 	if (!netns || other_netns(netns))
 		return 0;
+	skb_flow_parse(skb, bpf_ntohs(skb->protocol), &f);
+	/* Turned around: the offending packet's destination is our end. */
+	if (!skb_flow_parsed_matches(&f, true))
+		return 0;
 	r = take_slot(&seq);
 	if (!r)
 		return 0;
 	r->anomaly = TCP_RESET_SENT;
 	r->netns = netns;
 	r->detail = reason;
-	skb_flow_parse(skb, bpf_ntohs(skb->protocol), &f);
 	r->family = f.family;
 	r->sport = f.dport;
 	r->dport = f.sport;

@@ -143,6 +143,7 @@ impl<'obj> TxProbe<'obj> {
         let mut open = builder.open(object).map_err(load_err)?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
+            crate::write_flow_filter!(ro, &cfg.filter);
             ro.sample_threshold = super::sample::threshold(cfg.sample_every);
             ro.slots_per_cpu = cfg.slots_per_cpu;
         }

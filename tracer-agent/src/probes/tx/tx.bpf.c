@@ -17,6 +17,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
+#include "filter.h"
 #include "sample.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -87,6 +88,8 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 	int flags = SK_BPF_CB_TX_TIMESTAMPING;
 
 	if (other_netns(sock_netns(k)))
+		return 1;
+	if (!sk_flow_matches(k->sk, true))
 		return 1;
 	if (bpf_setsockopt(skops, SOL_SOCKET, SK_BPF_CB_FLAGS, &flags,
 			   sizeof(flags))) {
@@ -244,7 +247,8 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
 		k = bpf_cast_to_kern_ctx(skops);
 		netns = sock_netns(k);
-		if (other_netns(netns) || tx_sampled_out(skops, k))
+		if (other_netns(netns) || !sk_flow_matches(k->sk, true) ||
+		    tx_sampled_out(skops, k))
 			return 1;
 		if (bpf_sock_ops_enable_tx_tstamp(k, 0)) {
 			count(CTR_TAG_ERR);
@@ -269,6 +273,8 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	}
 	k = bpf_cast_to_kern_ctx(skops);
 	netns = sock_netns(k);
+	if (!sk_flow_matches(k->sk, true))
+		return 1;
 	if (!other_netns(netns))
 		emit(skops, k, netns, stage);
 	return 1;

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The `--filter` flow filter, evaluated in BPF before any ring output.
+ * Every probe with a flow includes this header and calls one of
+ * sk_flow_matches / skb_flow_matches / skb_flow_parsed_matches right after
+ * its netns filter. The agent fills `flow_filter` (.rodata) from
+ * tracer-agent/src/filter.rs between open and load.
+ *
+ * The filter is a conjunction of up to FILTER_MAX_CLAUSES clauses, each a
+ * disjunction of up to FILTER_MAX_TERMS terms. A term matches an end of the
+ * flow (source and/or destination) when the end's port equals `port` (0:
+ * any) and its 16-byte address masked with `mask` equals `addr`. IPv4
+ * addresses are compared as IPv4-mapped IPv6 (::ffff:a.b.c.d).
+ *
+ * Cost: .rodata is frozen before verification, so the verifier knows every
+ * count: with no filter (n_clauses == 0) each call is pruned to nothing,
+ * and with one only the configured terms are walked.
+ *
+ * Include after kernel.h and the libbpf headers.
+ */
+#ifndef TRACER_FILTER_H
+#define TRACER_FILTER_H
+
+#include "skb_flow.h"
+
+#define FILTER_MAX_CLAUSES 4
+#define FILTER_MAX_TERMS 8
+
+struct filter_term {
+	__u8 src;	/* look at the source end */
+	__u8 dst;	/* look at the destination end */
+	__u16 port;	/* host order; 0 = any port */
+	__u32 addr[4];	/* masked address, memory order */
+	__u32 mask[4];
+};
+
+struct filter_clause {
+	__u32 n_terms;
+	struct filter_term terms[FILTER_MAX_TERMS];
+};
+
+struct filter_config {
+	__u32 n_clauses;	/* 0: no filter, every flow matches */
+	struct filter_clause clauses[FILTER_MAX_CLAUSES];
+};
+
+const volatile struct filter_config flow_filter = {};
+
+/* A flow as the filter compares it: both addresses as 16 bytes. */
+struct filter_flow {
+	__u32 saddr[4];
+	__u32 daddr[4];
+	__u16 sport;
+	__u16 dport;
+};
+
+static __always_inline bool filter_on(void)
+{
+	return flow_filter.n_clauses != 0;
+}
+
+static __always_inline bool filter_end_matches(const volatile struct filter_term *t,
+					       const __u32 *a, __u16 port)
+{
+	if (t->port && t->port != port)
+		return false;
+	return (a[0] & t->mask[0]) == t->addr[0] &&
+	       (a[1] & t->mask[1]) == t->addr[1] &&
+	       (a[2] & t->mask[2]) == t->addr[2] &&
+	       (a[3] & t->mask[3]) == t->addr[3];
+}
+
+static __always_inline bool flow_matches(const struct filter_flow *f)
+{
+	__u32 c, i;
+
+	if (!filter_on())
+		return true;
+	for (c = 0; c < FILTER_MAX_CLAUSES; c++) {
+		const volatile struct filter_clause *cl = &flow_filter.clauses[c];
+		bool any = false;
+
+		if (c >= flow_filter.n_clauses)
+			break;
+		for (i = 0; i < FILTER_MAX_TERMS; i++) {
+			const volatile struct filter_term *t = &cl->terms[i];
+
+			if (i >= cl->n_terms)
+				break;
+			if ((t->src && filter_end_matches(t, f->saddr, f->sport)) ||
+			    (t->dst && filter_end_matches(t, f->daddr, f->dport))) {
+				any = true;
+				break;
+			}
+		}
+		if (!any)
+			return false;
+	}
+	return true;
+}
+
+/* An IPv4 address (network order, as loaded from memory) as IPv4-mapped. */
+static __always_inline void filter_map4(__u32 *dst, __u32 a)
+{
+	dst[0] = 0;
+	dst[1] = 0;
+	dst[2] = bpf_htonl(0xffff);
+	dst[3] = a;
+}
+
+/* The socket's flow. `local_is_src`: the local end is the source (sends,
+ * TCP events); false: the remote end is (received packets). */
+static __always_inline bool sk_flow_matches(const struct sock *sk, bool local_is_src)
+{
+	const struct sock_common *c;
+	struct filter_flow f;
+	__u32 *local, *remote;
+	__u16 lport, rport;
+
+	if (!filter_on())
+		return true;
+	if (!sk)
+		return false;
+	c = &sk->__sk_common;
+	local = local_is_src ? f.saddr : f.daddr;
+	remote = local_is_src ? f.daddr : f.saddr;
+	if (c->skc_family == AF_INET6) {
+		__builtin_memcpy(local, c->skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
+		__builtin_memcpy(remote, c->skc_v6_daddr.in6_u.u6_addr8, 16);
+	} else if (c->skc_family == AF_INET) {
+		filter_map4(local, c->skc_rcv_saddr);
+		filter_map4(remote, c->skc_daddr);
+	} else {
+		return false;
+	}
+	lport = c->skc_num;
+	rport = bpf_ntohs(c->skc_dport);
+	f.sport = local_is_src ? lport : rport;
+	f.dport = local_is_src ? rport : lport;
+	return flow_matches(&f);
+}
+
+/* A flow parsed from packet headers (skb_flow.h). `reverse`: the packet's
+ * destination is the event's source (a reset sent in answer to it). */
+static __always_inline bool skb_flow_parsed_matches(const struct skb_flow *p, bool reverse)
+{
+	struct filter_flow f;
+	__u32 *s = reverse ? f.daddr : f.saddr;
+	__u32 *d = reverse ? f.saddr : f.daddr;
+
+	if (!filter_on())
+		return true;
+	if (p->family == 4) {
+		filter_map4(s, 0);
+		filter_map4(d, 0);
+		/* Byte copies: the header's addresses are not 4-aligned. */
+		__builtin_memcpy(&s[3], p->saddr, 4);
+		__builtin_memcpy(&d[3], p->daddr, 4);
+	} else if (p->family == 6) {
+		__builtin_memcpy(s, p->saddr, 16);
+		__builtin_memcpy(d, p->daddr, 16);
+	} else {
+		return false;
+	}
+	f.sport = reverse ? p->dport : p->sport;
+	f.dport = reverse ? p->sport : p->dport;
+	return flow_matches(&f);
+}
+
+/* The flow of the packet in `skb` (network header set), `protocol` in host
+ * order. Reads the headers only when a filter is set. */
+static __always_inline bool skb_flow_matches(struct sk_buff *skb, __u16 protocol)
+{
+	struct skb_flow p;
+
+	if (!filter_on())
+		return true;
+	skb_flow_parse(skb, protocol, &p);
+	return skb_flow_parsed_matches(&p, false);
+}
+
+#endif /* TRACER_FILTER_H */
