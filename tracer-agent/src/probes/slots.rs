@@ -7,6 +7,10 @@
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::RecordError;
+
 /// What one drain found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Drained {
@@ -142,6 +146,65 @@ impl Drop for SlotRing {
         // SAFETY: base/map_len are the mapping made in new().
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
     }
+}
+
+/// A record type a probe writes into its slot ring: a C struct from the
+/// skeleton that starts with `struct record_hdr` (kind u16, len u16).
+///
+/// # Safety
+/// Every bit pattern must be a valid value of the type (plain integers and
+/// arrays of them), so that a copy of ring bytes is a value.
+pub unsafe trait PlainRecord: Copy {}
+
+/// The record of type `T` at the start of `data`, after checking that its
+/// header names `kind` and the size of `T`; never panics on bad input.
+pub fn read_record<T: PlainRecord>(data: &[u8], kind: u16) -> Result<T, RecordError> {
+    let size = std::mem::size_of::<T>();
+    if data.len() < size || data.len() < 4 {
+        return Err(RecordError::Short(data.len()));
+    }
+    let got_kind = u16::from_ne_bytes([data[0], data[1]]);
+    let got_len = u16::from_ne_bytes([data[2], data[3]]);
+    if got_kind != kind {
+        return Err(RecordError::UnknownKind(got_kind));
+    }
+    if usize::from(got_len) != size {
+        return Err(RecordError::BadLen {
+            got: got_len,
+            want: size,
+        });
+    }
+    // SAFETY: `data` holds at least size_of::<T>() bytes; read_unaligned
+    // copes with any alignment; PlainRecord promises any bits are valid.
+    Ok(unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<T>()) })
+}
+
+/// The first 8 bytes of a per-CPU value as a u64 (0 if shorter).
+fn u64_at(b: &[u8]) -> u64 {
+    b.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_ne_bytes)
+}
+
+/// The per-CPU producer counters of a probe's `heads` map.
+pub fn read_heads(heads: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
+    let per_cpu = heads
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .unwrap_or_default();
+    Ok(per_cpu.iter().map(|b| u64_at(b)).collect())
+}
+
+/// Every entry of a per-CPU `u64` array map of `N` entries (a probe's
+/// `counters`), each summed over CPUs.
+pub fn sum_percpu<const N: usize>(map: &impl MapCore) -> Result<[u64; N], libbpf_rs::Error> {
+    let mut out = [0u64; N];
+    for (idx, v) in out.iter_mut().enumerate() {
+        let per_cpu = map
+            .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)?
+            .unwrap_or_default();
+        *v = per_cpu.iter().map(|b| u64_at(b)).sum();
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -12,11 +12,11 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use libbpf_rs::{Link, OpenObject};
 use tracer_codec::drop::padded;
 use tracer_codec::DropEvent;
 
-use super::slots::{Drained, SlotRing};
+use super::slots::{self, Drained, SlotRing};
 use super::{
     Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
 };
@@ -40,6 +40,10 @@ mod skel {
 }
 
 use skel::types::{drop_counter, drop_record, record_hdr, record_kind};
+
+// SAFETY: drop_record is a skeleton copy of a C struct of integers and arrays
+// of integers: every bit pattern is a valid value.
+unsafe impl slots::PlainRecord for drop_record {}
 use skel::DropsSkel;
 
 /// Registry entry of this probe.
@@ -243,33 +247,11 @@ fn deliver(data: &[u8], names: &Names, out: &mut dyn Collector) {
 }
 
 fn read_counters(skel: &DropsSkel<'_>) -> Result<[u64; N_COUNTERS], ProbeError> {
-    let mut out = [0u64; N_COUNTERS];
-    for (idx, v) in out.iter_mut().enumerate() {
-        let per_cpu = skel
-            .maps
-            .counters
-            .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)
-            .map_err(map_err("counters"))?
-            .unwrap_or_default();
-        *v = per_cpu.iter().map(|b| u64_at(b)).sum();
-    }
-    Ok(out)
-}
-
-fn u64_at(b: &[u8]) -> u64 {
-    b.get(..8)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_ne_bytes)
+    slots::sum_percpu(&skel.maps.counters).map_err(map_err("counters"))
 }
 
 fn read_heads(skel: &DropsSkel<'_>) -> Result<Vec<u64>, ProbeError> {
-    let per_cpu = skel
-        .maps
-        .heads
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .map_err(map_err("heads"))?
-        .unwrap_or_default();
-    Ok(per_cpu.iter().map(|b| u64_at(b)).collect())
+    slots::read_heads(&skel.maps.heads).map_err(map_err("heads"))
 }
 
 /// A drop record, decoded and validated.
@@ -280,22 +262,7 @@ impl DropRecord {
     /// Decode a probe record and check what the wire format relies on
     /// (kind, length, family); never panics on bad input.
     pub fn decode(data: &[u8]) -> Result<Self, RecordError> {
-        let size = std::mem::size_of::<drop_record>();
-        if data.len() < size {
-            return Err(RecordError::Short(data.len()));
-        }
-        // SAFETY: the length was checked; read_unaligned copes with any
-        // alignment, and drop_record is plain old data (every bit pattern valid).
-        let rec: drop_record = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
-        if rec.hdr.kind != RECORD_DROP {
-            return Err(RecordError::UnknownKind(rec.hdr.kind));
-        }
-        if usize::from(rec.hdr.len) != size {
-            return Err(RecordError::BadLen {
-                got: rec.hdr.len,
-                want: size,
-            });
-        }
+        let rec: drop_record = slots::read_record(data, RECORD_DROP)?;
         if !tracer_codec::FLOW_FAMILY.contains(rec.family.into()) {
             return Err(RecordError::BadFamily(rec.family));
         }

@@ -13,10 +13,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use libbpf_rs::{Link, OpenObject};
 use tracer_codec::{TxEvent, TxStage};
 
-use super::slots::{Drained, SlotRing};
+use super::slots::{self, Drained, SlotRing};
 use super::{
     Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
 };
@@ -36,6 +36,10 @@ mod skel {
 }
 
 use skel::types::{counter, record_hdr, record_kind, tx_record, tx_stage};
+
+// SAFETY: tx_record is a skeleton copy of a C struct of integers and arrays
+// of integers: every bit pattern is a valid value.
+unsafe impl slots::PlainRecord for tx_record {}
 use skel::TxSkel;
 
 /// Registry entry of this probe.
@@ -231,35 +235,12 @@ fn deliver(data: &[u8], out: &mut dyn Collector) {
 
 /// Every counter of the per-CPU `counters` array, summed over CPUs.
 fn read_counters(skel: &TxSkel<'_>) -> Result<[u64; N_COUNTERS], ProbeError> {
-    let mut out = [0u64; N_COUNTERS];
-    for (idx, v) in out.iter_mut().enumerate() {
-        let per_cpu = skel
-            .maps
-            .counters
-            .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)
-            .map_err(map_err("counters"))?
-            .unwrap_or_default();
-        *v = per_cpu.iter().map(|b| u64_at(b)).sum();
-    }
-    Ok(out)
-}
-
-/// The first 8 bytes of a per-CPU value as a u64 (0 if shorter).
-fn u64_at(b: &[u8]) -> u64 {
-    b.get(..8)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_ne_bytes)
+    slots::sum_percpu(&skel.maps.counters).map_err(map_err("counters"))
 }
 
 /// The per-CPU producer counters.
 fn read_heads(skel: &TxSkel<'_>) -> Result<Vec<u64>, ProbeError> {
-    let per_cpu = skel
-        .maps
-        .heads
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .map_err(map_err("heads"))?
-        .unwrap_or_default();
-    Ok(per_cpu.iter().map(|b| u64_at(b)).collect())
+    slots::read_heads(&skel.maps.heads).map_err(map_err("heads"))
 }
 
 /// A record the probe wrote, decoded and validated.
@@ -270,22 +251,7 @@ impl TxRecord {
     /// Decode a probe record and check what the wire format relies on
     /// (kind, length, stage, family); never panics on bad input.
     pub fn decode(data: &[u8]) -> Result<Self, RecordError> {
-        let size = std::mem::size_of::<tx_record>();
-        if data.len() < size {
-            return Err(RecordError::Short(data.len()));
-        }
-        // SAFETY: the length was checked; read_unaligned copes with any
-        // alignment, and tx_record is plain old data (every bit pattern valid).
-        let rec: tx_record = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
-        if rec.hdr.kind != RECORD_TX {
-            return Err(RecordError::UnknownKind(rec.hdr.kind));
-        }
-        if usize::from(rec.hdr.len) != size {
-            return Err(RecordError::BadLen {
-                got: rec.hdr.len,
-                want: size,
-            });
-        }
+        let rec: tx_record = slots::read_record(data, RECORD_TX)?;
         if TxStage::from_u8(rec.stage).is_none() {
             return Err(RecordError::UnknownStage(rec.stage));
         }
