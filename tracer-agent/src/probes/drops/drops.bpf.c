@@ -31,37 +31,10 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Configuration, set by the agent between open and load. */
 const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
-const volatile __u32 slots_per_cpu = 32768;	/* power of two */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct drop_record);
-} slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} heads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, DROP_CTR_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-static __always_inline void count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		*v += 1;
-}
+#define SLOT_RECORD struct drop_record
+#define SLOT_COUNTERS DROP_CTR_MAX
+#include "slot_ring.h"
 
 static __always_inline __u32 sk_netns(struct sock *sk)
 {
@@ -77,8 +50,8 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	struct net_device *dev;
 	struct drop_record *r;
 	struct skb_flow flow;
-	__u32 zero = 0, idx, cpu, netns = 0, ifindex = 0;
-	__u64 *head, seq;
+	__u32 cpu, netns = 0, ifindex = 0;
+	__u64 seq;
 
 	/* Normal frees are not drops; the kernel routes SKB_CONSUMED to
 	 * consume_skb, but a caller passing it here is still not a drop. */
@@ -106,19 +79,9 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	if (!skb_flow_parsed_matches(&flow, false))
 		return 0;
 
-	head = bpf_map_lookup_elem(&heads, &zero);
-	if (!head) {
-		count(DROP_CTR_LOST);
+	r = slot_take(DROP_CTR_LOST, &seq, &cpu);
+	if (!r)
 		return 0;
-	}
-	seq = __sync_fetch_and_add(head, 1);
-	cpu = bpf_get_smp_processor_id();
-	idx = cpu * slots_per_cpu + ((__u32)seq & (slots_per_cpu - 1));
-	r = bpf_map_lookup_elem(&slots, &idx);
-	if (!r) {
-		count(DROP_CTR_LOST);
-		return 0;
-	}
 	r->hdr.kind = RECORD_DROP;
 	r->hdr.len = sizeof(*r);
 	r->mono_ns = bpf_ktime_get_ns();
@@ -137,13 +100,7 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	__builtin_memcpy(r->saddr, flow.saddr, sizeof(r->saddr));
 	__builtin_memcpy(r->daddr, flow.daddr, sizeof(r->daddr));
 
-	/* Publish last (see tx.bpf.c). */
-#ifdef __TARGET_ARCH_x86
-	asm volatile("" ::: "memory");
-	r->hdr.commit = (__u32)seq + 1;
-#else
-	__sync_lock_test_and_set(&r->hdr.commit, (__u32)seq + 1);
-#endif
+	slot_commit(&r->hdr, seq);
 	return 0;
 }
 

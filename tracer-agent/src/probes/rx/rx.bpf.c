@@ -28,38 +28,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Configuration, set by the agent between open and load. */
 const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
-const volatile __u32 slots_per_cpu = 32768;	/* power of two */
 const volatile __u64 sample_threshold = NT_SAMPLE_ALL; /* sample.h; ALL: no sampling */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rx_record);
-} slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} heads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, RX_CTR_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-static __always_inline void count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		*v += 1;
-}
+#define SLOT_RECORD struct rx_record
+#define SLOT_COUNTERS RX_CTR_MAX
+#include "slot_ring.h"
 
 static __always_inline bool other_netns(__u32 netns)
 {
@@ -81,26 +54,9 @@ static __always_inline bool sk_is_inet(const struct sock *sk)
 /* Take the next slot of this CPU's ring; NULL (counted) if none. */
 static __always_inline struct rx_record *reserve(__u64 *seq_out)
 {
-	struct rx_record *r;
-	__u32 zero = 0, idx;
-	__u64 *head, seq;
+	__u32 cpu;
 
-	head = bpf_map_lookup_elem(&heads, &zero);
-	if (!head) {
-		count(RX_CTR_LOST);
-		return NULL;
-	}
-	/* Atomic: a softirq may interrupt a process-context run on this CPU. */
-	seq = __sync_fetch_and_add(head, 1);
-	idx = bpf_get_smp_processor_id() * slots_per_cpu +
-	      ((__u32)seq & (slots_per_cpu - 1));
-	r = bpf_map_lookup_elem(&slots, &idx);
-	if (!r) {
-		count(RX_CTR_LOST);
-		return NULL;
-	}
-	*seq_out = seq;
-	return r;
+	return slot_take(RX_CTR_LOST, seq_out, &cpu);
 }
 
 /* Everything but the flow, the sequence range and the length: zeroed or
@@ -174,15 +130,10 @@ static __always_inline void fill_sock_flow(struct rx_record *r,
 	}
 }
 
-/* Publish the record: the commit word last (see tx.bpf.c). */
+/* Publish the record: the commit word last. */
 static __always_inline void commit(struct rx_record *r, __u64 seq)
 {
-#ifdef __TARGET_ARCH_x86
-	asm volatile("" ::: "memory");
-	r->hdr.commit = (__u32)seq + 1;
-#else
-	__sync_lock_test_and_set(&r->hdr.commit, (__u32)seq + 1);
-#endif
+	slot_commit(&r->hdr, seq);
 }
 
 /* Flow, protocol and TCP range from the skb's own headers (network header

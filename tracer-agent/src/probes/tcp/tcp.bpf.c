@@ -27,37 +27,10 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
-const volatile __u32 slots_per_cpu = 4096;	/* power of two */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct tcp_record);
-} slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} heads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TCP_CTR_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-static __always_inline void count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		*v += 1;
-}
+#define SLOT_RECORD struct tcp_record
+#define SLOT_COUNTERS TCP_CTR_MAX
+#include "slot_ring.h"
 
 static __always_inline __u32 sk_netns(struct sock *sk)
 {
@@ -75,22 +48,11 @@ static __always_inline bool other_netns(__u32 netns)
 static __always_inline struct tcp_record *take_slot(__u64 *seq)
 {
 	struct tcp_record *r;
-	__u32 zero = 0, idx, cpu;
-	__u64 *head;
+	__u32 cpu;
 
-	head = bpf_map_lookup_elem(&heads, &zero);
-	if (!head) {
-		count(TCP_CTR_LOST);
+	r = slot_take(TCP_CTR_LOST, seq, &cpu);
+	if (!r)
 		return NULL;
-	}
-	*seq = __sync_fetch_and_add(head, 1);
-	cpu = bpf_get_smp_processor_id();
-	idx = cpu * slots_per_cpu + ((__u32)*seq & (slots_per_cpu - 1));
-	r = bpf_map_lookup_elem(&slots, &idx);
-	if (!r) {
-		count(TCP_CTR_LOST);
-		return NULL;
-	}
 	r->hdr.kind = RECORD_TCP;
 	r->hdr.len = sizeof(*r);
 	r->mono_ns = bpf_ktime_get_ns();
@@ -107,12 +69,7 @@ static __always_inline struct tcp_record *take_slot(__u64 *seq)
 
 static __always_inline void publish(struct tcp_record *r, __u64 seq)
 {
-#ifdef __TARGET_ARCH_x86
-	asm volatile("" ::: "memory");
-	r->hdr.commit = (__u32)seq + 1;
-#else
-	__sync_lock_test_and_set(&r->hdr.commit, (__u32)seq + 1);
-#endif
+	slot_commit(&r->hdr, seq);
 }
 
 /* The socket's flow, cookie and state into `r`. */

@@ -25,43 +25,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 /* Configuration, set by the agent between open and load. */
 const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
 const volatile __u64 sample_threshold = NT_SAMPLE_ALL; /* sample.h; ALL: no sampling */
-const volatile __u32 slots_per_cpu = 32768;	/* power of two */
 
-/* cpu * slots_per_cpu + (seq % slots_per_cpu); sized by the agent. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct tx_record);
-} slots SEC(".maps");
-
-/* Records ever started on each CPU (the producer position). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} heads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CTR_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
+#define SLOT_RECORD struct tx_record
+#define SLOT_COUNTERS CTR_MAX
+#include "slot_ring.h"
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 extern int bpf_sock_ops_enable_tx_tstamp(struct bpf_sock_ops_kern *skops,
 					 u64 flags) __ksym;
-
-static __always_inline void count(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		*v += 1;
-}
 
 static __always_inline __u32 sock_netns(struct bpf_sock_ops_kern *k)
 {
@@ -154,23 +125,12 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 	struct skb_shared_info *shinfo;
 	struct sk_buff *skb = k->skb;
 	struct tx_record *r;
-	__u32 zero = 0, idx, cpu;
-	__u64 *head, seq;
+	__u32 cpu;
+	__u64 seq;
 
-	head = bpf_map_lookup_elem(&heads, &zero);
-	if (!head) {
-		count(CTR_RB_LOST);
+	r = slot_take(CTR_RB_LOST, &seq, &cpu);
+	if (!r)
 		return;
-	}
-	/* Atomic: a softirq may interrupt a process-context run on this CPU. */
-	seq = __sync_fetch_and_add(head, 1);
-	cpu = bpf_get_smp_processor_id();
-	idx = cpu * slots_per_cpu + ((__u32)seq & (slots_per_cpu - 1));
-	r = bpf_map_lookup_elem(&slots, &idx);
-	if (!r) {
-		count(CTR_RB_LOST);
-		return;
-	}
 	r->hdr.kind = RECORD_TX;
 	r->hdr.len = sizeof(*r);
 	r->mono_ns = bpf_ktime_get_ns();
@@ -223,14 +183,7 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 		__builtin_memset(r->comm, 0, sizeof(r->comm));
 	}
 
-	/* Publish. x86 keeps stores in program order (TSO), so a compiler
-	 * barrier is enough; elsewhere an atomic exchange orders the stores. */
-#ifdef __TARGET_ARCH_x86
-	asm volatile("" ::: "memory");
-	r->hdr.commit = (__u32)seq + 1;
-#else
-	__sync_lock_test_and_set(&r->hdr.commit, (__u32)seq + 1);
-#endif
+	slot_commit(&r->hdr, seq);
 }
 
 SEC("sockops")

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The per-CPU slot ring every probe writes its records into, written once.
+ * A probe defines, before including this header:
+ *   SLOT_RECORD    its record type (a struct starting with struct record_hdr)
+ *   SLOT_COUNTERS  the length of its counter array (its enum's *_CTR_MAX)
+ * and gets the maps `slots`, `heads`, `counters`, the .rodata constant
+ * `slots_per_cpu`, and count() / slot_take() / slot_commit().
+ *
+ * A record is taken with one atomic add on this CPU's head and published
+ * by writing hdr.commit = seq + 1 last; the agent's reader
+ * (probes/slots.rs) copies a slot only once its commit word is the one it
+ * expects, and counts the records a producer lapped.
+ */
+#ifndef SLOT_RING_H
+#define SLOT_RING_H
+
+#if !defined(SLOT_RECORD) || !defined(SLOT_COUNTERS)
+#error "define SLOT_RECORD and SLOT_COUNTERS before including slot_ring.h"
+#endif
+
+const volatile __u32 slots_per_cpu = 32768;	/* power of two; set by the agent */
+
+/* cpu * slots_per_cpu + (seq % slots_per_cpu); sized by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, SLOT_RECORD);
+} slots SEC(".maps");
+
+/* Records ever started on each CPU (the producer position). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} heads SEC(".maps");
+
+/* The probe's counters, indexed by its counter enum. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SLOT_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+/* The next slot of this CPU's ring, or NULL after counting `lost_ctr`.
+ * `*seq` is what slot_commit() publishes, `*cpu` the slot's CPU. */
+static __always_inline SLOT_RECORD *slot_take(__u32 lost_ctr, __u64 *seq,
+					      __u32 *cpu)
+{
+	SLOT_RECORD *r;
+	__u32 zero = 0, idx;
+	__u64 *head;
+
+	head = bpf_map_lookup_elem(&heads, &zero);
+	if (!head) {
+		count(lost_ctr);
+		return NULL;
+	}
+	/* Atomic: a softirq may interrupt a process-context run on this CPU. */
+	*seq = __sync_fetch_and_add(head, 1);
+	*cpu = bpf_get_smp_processor_id();
+	idx = *cpu * slots_per_cpu + ((__u32)*seq & (slots_per_cpu - 1));
+	r = bpf_map_lookup_elem(&slots, &idx);
+	if (!r) {
+		count(lost_ctr);
+		return NULL;
+	}
+	return r;
+}
+
+/* Publish a filled record: its commit word last. x86 keeps stores in
+ * program order (TSO), so a compiler barrier is enough; elsewhere an
+ * atomic exchange orders the stores. */
+static __always_inline void slot_commit(struct record_hdr *hdr, __u64 seq)
+{
+#ifdef __TARGET_ARCH_x86
+	asm volatile("" ::: "memory");
+	hdr->commit = (__u32)seq + 1;
+#else
+	__sync_lock_test_and_set(&hdr->commit, (__u32)seq + 1);
+#endif
+}
+
+#endif /* SLOT_RING_H */
