@@ -34,7 +34,7 @@
 # EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
 # EPS_SECS ($SECS); EPS_RATES="" skips (3), ROUNDS=0 skips (1) and (2).
 #
-# Under the shared lock, prefer `flock -o /tmp/nettrace-e2e.lock bash
+# To serialise it with other runs through flock, use `flock -o LOCK bash
 # bench/rx-overhead.sh`: without -o the background children inherit the
 # lock, and after a SIGKILL of this script they would hold it until they
 # exit (a later run, or SIGTERM/SIGINT, cleans everything up).
