@@ -105,8 +105,10 @@ HZ=$(getconf CLK_TCK)
 
 start_agent() { # sample_every
     # Direct nsenter (no function) so $! is the agent and gets SIGINT.
+    # --probes tx: the TX probe alone, against the TX references
+    # (bench/rx-overhead.sh measures the receive side).
     nsenter --net=/run/netns/$A -- "$BIN/tracer-agent" --sink $AB:7420 --hostname bench \
-        --cgroup "$CG" --sample-every "$1" --json \
+        --probes tx --cgroup "$CG" --sample-every "$1" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!
     for _ in $(seq 200); do
