@@ -27,6 +27,7 @@ pub mod error;
 mod pcapng;
 mod receiver;
 pub mod reorder;
+pub mod seq;
 pub mod socket;
 pub mod stats;
 mod summary;

@@ -147,10 +147,11 @@ impl Receiver {
                         new_agents,
                         ..
                     } = self;
+                    let arrived = Instant::now();
                     for i in 0..n {
                         let (bytes, src) = mm.get(i);
                         let now = clock.now_ns();
-                        handle_datagram(&mut st, batch, new_agents, bytes, src, now);
+                        handle_datagram(&mut st, batch, new_agents, bytes, src, now, arrived);
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
@@ -191,6 +192,7 @@ fn handle_datagram(
     bytes: &[u8],
     src: SocketAddr,
     now_ns: u64,
+    arrived: Instant,
 ) {
     st.rx.datagrams_received += 1;
     let d = match DatagramView::parse(bytes) {
@@ -202,7 +204,7 @@ fn handle_datagram(
         }
     };
     let h = d.header();
-    let index = match st.agents.observe(h) {
+    let index = match st.agents.observe(h, arrived) {
         Observation::Reject(reason) => {
             tracing::debug!(%src, reason, seq = h.seq, agent_id = h.agent_id, "rejected datagram");
             st.rx.reject(src, reason);

@@ -48,6 +48,26 @@ pub struct AgentStats {
     pub stale: u64,
     /// Late datagrams that filled a gap (accepted).
     pub late_datagrams: u64,
+    /// Datagrams rejected as `seq_jump`: their sequence, event sequence
+    /// or position was beyond the bounds of `tracer_sink::seq` (a forged
+    /// or confused sender); they changed nothing.
+    #[serde(default)]
+    pub seq_jumps: u64,
+    /// Times the sink followed the agent to a new sequence position after
+    /// a consistent jump (the distance is not counted as loss).
+    #[serde(default)]
+    pub resyncs: u64,
+    /// Late datagrams accepted into a gap range kept whole at the memory
+    /// bound (loss counters left as they were: loss may be overstated).
+    #[serde(default)]
+    pub uncertain_fills: u64,
+    /// Datagrams whose cumulative `lost_events` rose by more than the
+    /// bounded step (the rise was cut).
+    #[serde(default)]
+    pub lost_clamped: u64,
+    /// Gap ranges the sink holds for this agent (bounded).
+    #[serde(default)]
+    pub gap_ranges: u64,
 }
 
 impl AgentStats {
@@ -222,6 +242,11 @@ impl Shared {
                     duplicates: a.duplicates,
                     stale: a.stale,
                     late_datagrams: a.late,
+                    seq_jumps: a.seq_jumps,
+                    resyncs: a.resyncs,
+                    uncertain_fills: a.uncertain_fills,
+                    lost_clamped: a.lost_clamped,
+                    gap_ranges: a.seq.gap_ranges() as u64,
                 })
                 .collect(),
         }

@@ -357,15 +357,19 @@ impl Writer {
                 ifrecv: self.received.get(a.index as usize).copied().unwrap_or(0),
                 ifdrop: a.seq.event_gaps + a.agent_lost,
                 comment: format!(
-                    "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={}) late_datagrams={}",
+                    "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={} seq_jumps={}) late_datagrams={} resyncs={} uncertain_fills={} lost_clamped={}",
                     a.datagrams,
                     a.seq.datagram_gaps,
                     a.seq.event_gaps,
                     a.agent_lost,
-                    a.duplicates + a.stale,
+                    a.duplicates + a.stale + a.seq_jumps,
                     a.duplicates,
                     a.stale,
-                    a.late
+                    a.seq_jumps,
+                    a.late,
+                    a.resyncs,
+                    a.uncertain_fills,
+                    a.lost_clamped
                 ),
             })
             .collect()
