@@ -1,14 +1,25 @@
 //! Per-agent state: identity, clock, counters, and the table of agents
-//! (sequence tracking itself is in [`crate::seq`]).
+//! (sequence tracking itself is in [`crate::seq`], admission limits in
+//! [`crate::limits`]).
 //!
 //! An agent is keyed by `(agent_id, boot_id)`: an agent restart picks a new
 //! random `agent_id`, so it shows up as a new agent (a new pcapng interface).
+//!
+//! The table is bounded: new agents are admitted at a limited rate per
+//! source address and overall ([`crate::limits`]), at most [`MAX_AGENTS`]
+//! are live at once, and an agent that sends nothing for the idle timeout
+//! expires (its interface stays in the file written so far; its counters
+//! are added to [`AgentTable::expired`]). If it comes back it is a new
+//! agent: a new interface, its sequence tracked afresh.
 
-use std::collections::HashMap;
-use std::time::Instant;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use tracer_codec::DatagramHeaderRef;
 
+use crate::limits::{Admission, Refused};
 use crate::seq::{bounded_lost, SeqTracker, SeqVerdict};
 
 /// Identity of one agent process.
@@ -20,9 +31,8 @@ pub struct AgentKey {
     pub boot_id: [u8; 16],
 }
 
-/// Largest number of distinct agents; datagrams of further agents are
-/// rejected as `too_many_agents` (protects memory and the IDB list from a
-/// sender that invents agent ids).
+/// Largest number of live agents; datagrams of further new agents are
+/// rejected as `too_many_agents` until idle ones expire.
 pub const MAX_AGENTS: usize = 65_536;
 
 /// Largest number of gap ranges over all agents (about 12 MB): past it an
@@ -30,7 +40,57 @@ pub const MAX_AGENTS: usize = 65_536;
 pub const MAX_TOTAL_GAP_RANGES: usize = 1 << 18;
 
 /// Reject reasons the sink adds to [`tracer_codec::DecodeError::ALL_REASONS`].
-pub const SINK_REASONS: &[&str] = &["duplicate", "seq_jump", "stale", "too_many_agents"];
+pub const SINK_REASONS: &[&str] = &[
+    "duplicate",
+    "new_agent_rate",
+    "seq_jump",
+    "stale",
+    "too_many_agents",
+];
+
+/// Counters of several agents added up (the agents not listed in a stats
+/// snapshot, or the expired ones).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTotals {
+    /// Agents counted.
+    pub agents: u64,
+    /// Datagrams accepted.
+    pub datagrams: u64,
+    /// Events accepted.
+    pub events: u64,
+    /// Datagrams missing from the sequence.
+    pub datagram_gaps: u64,
+    /// Events missing according to `first_event_seq`.
+    pub event_gaps: u64,
+    /// Events the agents reported lost.
+    pub agent_lost: u64,
+    /// Duplicates rejected.
+    pub duplicates: u64,
+    /// Stale datagrams rejected.
+    pub stale: u64,
+    /// Datagrams rejected as `seq_jump`.
+    pub seq_jumps: u64,
+}
+
+impl AgentTotals {
+    /// Add one agent's counters.
+    pub fn add(&mut self, a: &AgentState) {
+        self.agents += 1;
+        self.datagrams += a.datagrams;
+        self.events += a.events;
+        self.datagram_gaps += a.seq.datagram_gaps;
+        self.event_gaps += a.seq.event_gaps;
+        self.agent_lost += a.agent_lost;
+        self.duplicates += a.duplicates;
+        self.stale += a.stale;
+        self.seq_jumps += a.seq_jumps;
+    }
+
+    /// Events lost before the sink (gaps plus agent-side losses).
+    pub fn dropped(&self) -> u64 {
+        self.event_gaps + self.agent_lost
+    }
+}
 
 /// Everything the sink knows about one agent.
 #[derive(Debug)]
@@ -68,6 +128,38 @@ pub struct AgentState {
     pub uncertain_fills: u64,
     /// Datagrams whose `lost_events` rose by more than the bounded step.
     pub lost_clamped: u64,
+    /// Source address of its first datagram.
+    pub source: SocketAddr,
+    /// When a datagram of it was last accepted.
+    pub last_seen: Instant,
+}
+
+impl AgentState {
+    /// Events lost before the sink: event gaps plus agent-side losses
+    /// (the `isb_ifdrop` of its interface).
+    pub fn ifdrop(&self) -> u64 {
+        self.seq.event_gaps + self.agent_lost
+    }
+
+    /// The breakdown written as the comment of its Interface Statistics
+    /// Block.
+    pub fn isb_comment(&self) -> String {
+        format!(
+            "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={} seq_jumps={}) late_datagrams={} resyncs={} uncertain_fills={} lost_clamped={}",
+            self.datagrams,
+            self.seq.datagram_gaps,
+            self.seq.event_gaps,
+            self.agent_lost,
+            self.duplicates + self.stale + self.seq_jumps,
+            self.duplicates,
+            self.stale,
+            self.seq_jumps,
+            self.late,
+            self.resyncs,
+            self.uncertain_fills,
+            self.lost_clamped
+        )
+    }
 }
 
 /// Result of [`AgentTable::observe`].
@@ -85,14 +177,30 @@ pub enum Observation {
     Reject(&'static str),
 }
 
-/// All agents seen, by key.
+/// An agent that expired: what the writer needs for its last ISB.
+#[derive(Debug, Clone)]
+pub struct ExpiredAgent {
+    /// Agent index.
+    pub index: u32,
+    /// Its `isb_ifdrop`.
+    pub ifdrop: u64,
+    /// Its ISB comment.
+    pub comment: String,
+}
+
+/// The live agents, by key and by index.
 #[derive(Debug, Default)]
 pub struct AgentTable {
     by_key: HashMap<AgentKey, u32>,
-    /// Agents in order of first appearance.
-    pub agents: Vec<AgentState>,
+    /// Live agents by index (= order of first appearance).
+    pub agents: BTreeMap<u32, AgentState>,
+    /// Index of the next new agent (indices are never reused).
+    next_index: u32,
     /// Gap ranges of all agents.
     gap_ranges: usize,
+    admission: Admission,
+    /// Counters of the agents that expired.
+    pub expired: AgentTotals,
 }
 
 impl AgentTable {
@@ -101,9 +209,15 @@ impl AgentTable {
         self.gap_ranges
     }
 
-    /// Account a validated datagram header received at `now` (read in
-    /// place, no allocation unless the agent or its host name is new).
-    pub fn observe(&mut self, h: &DatagramHeaderRef<'_>, now: Instant) -> Observation {
+    /// Account a validated datagram header from `src` received at `now`
+    /// (read in place, no allocation unless the agent or its host name is
+    /// new).
+    pub fn observe(
+        &mut self,
+        h: &DatagramHeaderRef<'_>,
+        src: SocketAddr,
+        now: Instant,
+    ) -> Observation {
         let key = AgentKey {
             agent_id: h.agent_id,
             boot_id: h.boot_id,
@@ -114,30 +228,45 @@ impl AgentTable {
                 if self.agents.len() >= MAX_AGENTS {
                     return Observation::Reject("too_many_agents");
                 }
-                let i = self.agents.len() as u32;
+                match self.admission.admit(src, now) {
+                    Ok(()) => {}
+                    Err(Refused::Source | Refused::Global) => {
+                        return Observation::Reject("new_agent_rate")
+                    }
+                }
+                let i = self.next_index;
+                self.next_index += 1;
                 self.by_key.insert(key, i);
-                self.agents.push(AgentState {
-                    key,
-                    index: i,
-                    host: h.hostname.to_owned(),
-                    clock_source: h.clock_source,
-                    clock_state: h.clock_state,
-                    seq: SeqTracker::default(),
-                    datagrams: 0,
-                    events: 0,
-                    agent_lost: 0,
-                    duplicates: 0,
-                    stale: 0,
-                    late: 0,
-                    seq_jumps: 0,
-                    resyncs: 0,
-                    uncertain_fills: 0,
-                    lost_clamped: 0,
-                });
+                self.agents.insert(
+                    i,
+                    AgentState {
+                        key,
+                        index: i,
+                        host: h.hostname.to_owned(),
+                        clock_source: h.clock_source,
+                        clock_state: h.clock_state,
+                        seq: SeqTracker::default(),
+                        datagrams: 0,
+                        events: 0,
+                        agent_lost: 0,
+                        duplicates: 0,
+                        stale: 0,
+                        late: 0,
+                        seq_jumps: 0,
+                        resyncs: 0,
+                        uncertain_fills: 0,
+                        lost_clamped: 0,
+                        source: src,
+                        last_seen: now,
+                    },
+                );
                 (i, true)
             }
         };
-        let a = &mut self.agents[index as usize];
+        let Some(a) = self.agents.get_mut(&index) else {
+            // by_key and agents are kept in step; never reached.
+            return Observation::Reject("too_many_agents");
+        };
         let before = a.seq.gap_ranges();
         let verdict = a.seq.observe(
             h.seq,
@@ -184,12 +313,44 @@ impl AgentTable {
                 a.host.push_str(h.hostname);
             }
         }
+        a.last_seen = now;
         a.datagrams += 1;
         a.events += u64::from(h.event_count);
         let (lost, clamped) = bounded_lost(a.agent_lost, h.lost_events);
         a.agent_lost = lost;
         a.lost_clamped += u64::from(clamped);
         Observation::Accept { index, is_new }
+    }
+
+    /// Remove the agents that sent nothing accepted for `idle` (at `now`);
+    /// their counters go to [`expired`](Self::expired).
+    pub fn expire(&mut self, now: Instant, idle: Duration) -> Vec<ExpiredAgent> {
+        let gone: Vec<u32> = self
+            .agents
+            .values()
+            .filter(|a| now.saturating_duration_since(a.last_seen) >= idle)
+            .map(|a| a.index)
+            .collect();
+        let mut out = Vec::with_capacity(gone.len());
+        for i in gone {
+            let Some(a) = self.agents.remove(&i) else {
+                continue;
+            };
+            self.by_key.remove(&a.key);
+            self.gap_ranges -= a.seq.gap_ranges();
+            self.expired.add(&a);
+            out.push(ExpiredAgent {
+                index: i,
+                ifdrop: a.ifdrop(),
+                comment: a.isb_comment(),
+            });
+        }
+        out
+    }
+
+    /// Agents that have been admitted since the sink started.
+    pub fn admitted(&self) -> u64 {
+        u64::from(self.next_index)
     }
 }
 
@@ -201,6 +362,7 @@ mod tests {
     fn table_keeps_max_agent_loss_and_counts_duplicates() {
         use tracer_codec::DatagramHeader;
         let now = Instant::now();
+        let src = SocketAddr::from(([127, 0, 0, 1], 9));
         let mut tab = AgentTable::default();
         let mut h: DatagramHeader = DatagramHeader {
             version: 1,
@@ -215,32 +377,101 @@ mod tests {
             hostname: "a".into(),
         };
         assert_eq!(
-            tab.observe(&h.borrowed(), now),
+            tab.observe(&h.borrowed(), src, now),
             Observation::Accept {
                 index: 0,
                 is_new: true
             }
         );
         assert_eq!(
-            tab.observe(&h.borrowed(), now),
+            tab.observe(&h.borrowed(), src, now),
             Observation::Reject("duplicate")
         );
         h.seq = 1;
         h.first_event_seq = 3;
         h.lost_events = 2; // smaller: a reordered older value
-        tab.observe(&h.borrowed(), now);
+        tab.observe(&h.borrowed(), src, now);
         h.boot_id = [2; 16];
         assert_eq!(
-            tab.observe(&h.borrowed(), now),
+            tab.observe(&h.borrowed(), src, now),
             Observation::Accept {
                 index: 1,
                 is_new: true
             }
         );
-        let a = &tab.agents[0];
+        let a = &tab.agents[&0];
         assert_eq!(
             (a.datagrams, a.events, a.agent_lost, a.duplicates),
             (2, 6, 5, 1)
         );
+    }
+
+    fn header(agent_id: u64) -> tracer_codec::DatagramHeader {
+        tracer_codec::DatagramHeader {
+            version: 1,
+            agent_id,
+            boot_id: [1; 16],
+            seq: 0,
+            lost_events: 0,
+            first_event_seq: 0,
+            clock_source: 0,
+            clock_state: 2,
+            event_count: 1,
+            hostname: "h".into(),
+        }
+    }
+
+    #[test]
+    fn idle_agents_expire_and_come_back_as_new() {
+        let t0 = Instant::now();
+        let src = SocketAddr::from(([127, 0, 0, 1], 9));
+        let mut tab = AgentTable::default();
+        let mut h = header(1);
+        tab.observe(&h.borrowed(), src, t0);
+        tab.observe(&header(2).borrowed(), src, t0);
+        h.seq = 1;
+        h.first_event_seq = 1;
+        let t1 = t0 + Duration::from_secs(30);
+        tab.observe(&h.borrowed(), src, t1);
+        let gone = tab.expire(t0 + Duration::from_secs(40), Duration::from_secs(20));
+        assert_eq!(gone.len(), 1);
+        assert_eq!(gone[0].index, 1);
+        assert!(
+            gone[0].comment.contains("datagrams=1 "),
+            "{}",
+            gone[0].comment
+        );
+        assert_eq!(tab.agents.len(), 1);
+        assert_eq!((tab.expired.agents, tab.expired.events), (1, 1));
+        // Agent 2 again: a new index.
+        assert_eq!(
+            tab.observe(&header(2).borrowed(), src, t1),
+            Observation::Accept {
+                index: 2,
+                is_new: true
+            }
+        );
+        assert_eq!(tab.admitted(), 3);
+    }
+
+    #[test]
+    fn a_spray_of_agent_ids_is_rate_limited_per_source() {
+        let t0 = Instant::now();
+        let spray = SocketAddr::from(([127, 0, 0, 1], 1000));
+        let real = SocketAddr::from(([127, 0, 0, 1], 2000));
+        let mut tab = AgentTable::default();
+        let mut refused = 0;
+        for id in 0..10_000 {
+            if tab.observe(&header(id).borrowed(), spray, t0)
+                == Observation::Reject("new_agent_rate")
+            {
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 10_000 - crate::limits::SOURCE_BURST as usize);
+        assert!(matches!(
+            tab.observe(&header(1 << 40).borrowed(), real, t0),
+            Observation::Accept { is_new: true, .. }
+        ));
     }
 }

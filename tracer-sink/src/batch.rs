@@ -123,4 +123,7 @@ pub(crate) enum ToWriter {
     Batch(Batch),
     /// Nothing new; time-based work is due (reorder age, rotation, retry).
     Tick,
+    /// An agent expired (idle): write its last ISB in the current file and
+    /// forget it; sent after every batch holding its events.
+    Expire(crate::agents::ExpiredAgent),
 }

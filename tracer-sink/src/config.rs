@@ -37,6 +37,13 @@ pub struct SinkConfig {
     pub stats_interval: Option<Duration>,
     /// Clock used to stamp events that carry no global time of their own.
     pub clock: SinkClock,
+    /// An agent that sends nothing accepted for this long leaves the agent
+    /// table (its interface stays in the file; if it comes back it is a
+    /// new agent). `None`: agents never expire.
+    pub agent_idle_timeout: Option<Duration>,
+    /// Agents listed one by one in a stats snapshot at most (the ones with
+    /// the most events); the others are added up.
+    pub stats_max_agents: usize,
 }
 
 impl SinkConfig {
@@ -48,6 +55,11 @@ impl SinkConfig {
     pub const DEFAULT_REORDER_MAX_EVENTS: usize = 2_000_000;
     /// Default retry interval after a write failure (5 s).
     pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(5);
+    /// Default idle timeout of an agent (120 s: an agent sends a clock
+    /// event every clock interval, 1 s by default, even when idle).
+    pub const DEFAULT_AGENT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+    /// Default number of agents listed in a stats snapshot.
+    pub const DEFAULT_STATS_MAX_AGENTS: usize = 32;
 
     /// A configuration writing to `output_dir` with every other field at
     /// its default.
@@ -63,6 +75,8 @@ impl SinkConfig {
             retry_interval: Self::DEFAULT_RETRY_INTERVAL,
             stats_interval: None,
             clock: SinkClock::System,
+            agent_idle_timeout: Some(Self::DEFAULT_AGENT_IDLE_TIMEOUT),
+            stats_max_agents: Self::DEFAULT_STATS_MAX_AGENTS,
         }
     }
 }

@@ -24,6 +24,7 @@ mod batch;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod limits;
 mod pcapng;
 mod receiver;
 pub mod reorder;
@@ -80,7 +81,7 @@ pub async fn run_with_reporter(
         path: config.output_dir.clone(),
         source: e,
     })?;
-    let shared = Arc::new(stats::Shared::new());
+    let shared = Arc::new(stats::Shared::new(config.stats_max_agents));
     let pool = Arc::new(batch::BatchPool::default());
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_BATCHES);
     let writer = {
@@ -94,6 +95,7 @@ pub async fn run_with_reporter(
         tx,
         Arc::clone(&shared),
         config.clock.clone(),
+        config.agent_idle_timeout,
         pool,
         shutdown,
     );

@@ -16,6 +16,11 @@ Examples:
   tracer-sink --listen 0.0.0.0:7420 --output traces/
   tracer-sink --output /var/lib/traces --rotate-size 512M --rotate-interval 3600 --json
 
+New agents are admitted at a limited rate per source address (a sender
+that invents agent ids cannot fill the agent table), and a datagram whose
+sequence jumps beyond a bound is rejected as seq_jump; when a limit bites
+it is logged at warn level once per 10 s with the counts.
+
 Files are named <prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng. Open them in
 Wireshark with the tracer dissector. Logs go to stderr (set RUST_LOG, e.g.
 RUST_LOG=debug); stdout carries only the stats. SIGINT or SIGTERM stops the
@@ -106,6 +111,18 @@ struct Cli {
     /// Do not answer clock exchanges (agents then cannot use --clock sink).
     #[arg(long)]
     no_clock_responder: bool,
+
+    /// An agent that sends nothing for SECS seconds leaves the agent table
+    /// (its interface stays in the file written so far; if it comes back
+    /// it is a new agent). 0: agents never expire. An agent sends a clock
+    /// event every clock interval even when idle.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    agent_idle_timeout: u64,
+
+    /// List at most N agents in the stats (the ones with the most events);
+    /// the others are added up in one line (`agents_not_listed` in JSON).
+    #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_STATS_MAX_AGENTS)]
+    stats_max_agents: usize,
 }
 
 fn main() -> std::process::ExitCode {
@@ -169,6 +186,9 @@ async fn serve(cli: Cli) -> Result<()> {
         comments: !cli.no_comments,
         retry_interval: Duration::from_secs(cli.retry_interval.max(1)),
         stats_interval: (cli.stats_interval > 0).then(|| Duration::from_secs(cli.stats_interval)),
+        agent_idle_timeout: (cli.agent_idle_timeout > 0)
+            .then(|| Duration::from_secs(cli.agent_idle_timeout)),
+        stats_max_agents: cli.stats_max_agents,
         ..SinkConfig::new(&cli.output)
     };
     std::fs::create_dir_all(&cli.output).with_context(|| {

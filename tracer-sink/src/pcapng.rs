@@ -79,7 +79,7 @@ pub(crate) struct TraceFile {
     /// EPBs in the memory buffer.
     pending_events: u64,
     /// Agent index -> interface id in this section.
-    ifaces: Vec<Option<u32>>,
+    ifaces: std::collections::HashMap<u32, u32>,
     /// Interface id -> (agent index, time span written).
     spans: Vec<(u32, Option<Span>)>,
     opened: Instant,
@@ -246,7 +246,7 @@ impl TraceFile {
             committed: 0,
             dropped: 0,
             pending_events: 0,
-            ifaces: Vec::new(),
+            ifaces: std::collections::HashMap::new(),
             spans: Vec::new(),
             opened: Instant::now(),
         };
@@ -282,7 +282,7 @@ impl TraceFile {
 
     /// Interface id of an agent in this section, if its IDB is written.
     pub fn interface(&self, agent: u32) -> Option<u32> {
-        self.ifaces.get(agent as usize).copied().flatten()
+        self.ifaces.get(&agent).copied()
     }
 
     /// Write the IDB of an agent (once per file) and return its interface id.
@@ -295,10 +295,7 @@ impl TraceFile {
             .write_pcapng_block(idb)
             .map_err(|e| pcap_err("interface description", e))?;
         let id = self.spans.len() as u32;
-        if self.ifaces.len() <= a.index as usize {
-            self.ifaces.resize(a.index as usize + 1, None);
-        }
-        self.ifaces[a.index as usize] = Some(id);
+        self.ifaces.insert(a.index, id);
         self.spans.push((a.index, None));
         Ok(id)
     }

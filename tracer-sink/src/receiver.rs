@@ -20,6 +20,7 @@ use crate::agents::Observation;
 use crate::batch::{AgentInfo, Batch, BatchPool, EventMeta, ToWriter};
 use crate::clock::SinkClock;
 use crate::error::SinkError;
+use crate::limits::WarnEvery;
 use crate::stats::{Shared, SharedState};
 
 /// Events per batch before it is handed over even if the socket has more.
@@ -105,12 +106,18 @@ impl MultiRecv {
     }
 }
 
+/// How often idle agents are looked for.
+const EXPIRY_CHECK: Duration = Duration::from_secs(1);
+
 struct Receiver {
     clock: SinkClock,
     batch: Batch,
     new_agents: Vec<AgentInfo>,
     mm: MultiRecv,
     pool: Arc<BatchPool>,
+    warn: WarnEvery,
+    idle_timeout: Option<Duration>,
+    last_expiry: Instant,
 }
 
 impl Receiver {
@@ -145,13 +152,19 @@ impl Receiver {
                         mm,
                         batch,
                         new_agents,
+                        warn,
                         ..
                     } = self;
                     let arrived = Instant::now();
                     for i in 0..n {
                         let (bytes, src) = mm.get(i);
                         let now = clock.now_ns();
-                        handle_datagram(&mut st, batch, new_agents, bytes, src, now, arrived);
+                        let out = Out {
+                            batch,
+                            new_agents,
+                            warn,
+                        };
+                        handle_datagram(&mut st, out, bytes, src, now, arrived);
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
@@ -165,6 +178,42 @@ impl Receiver {
             }
         }
         false
+    }
+
+    /// Periodic work: expire idle agents (after handing over what is
+    /// batched, so their events reach the writer first), log limits.
+    async fn housekeeping(
+        &mut self,
+        tx: &Sender<ToWriter>,
+        shared: &Shared,
+    ) -> Result<(), SinkError> {
+        let now = Instant::now();
+        self.warn.flush(now);
+        let Some(idle) = self.idle_timeout else {
+            return Ok(());
+        };
+        if now.saturating_duration_since(self.last_expiry) < EXPIRY_CHECK {
+            return Ok(());
+        }
+        self.last_expiry = now;
+        self.hand_over(tx).await?;
+        let (gone, live) = {
+            let mut st = shared.lock();
+            let gone = st.agents.expire(now, idle);
+            (gone, st.agents.agents.len())
+        };
+        if !gone.is_empty() {
+            tracing::info!(
+                expired = gone.len(),
+                live,
+                idle_s = idle.as_secs(),
+                "agents expired after sending nothing for the idle timeout (their interfaces stay in the file)"
+            );
+        }
+        for a in gone {
+            tx.send(ToWriter::Expire(a)).await.map_err(writer_gone)?;
+        }
+        Ok(())
     }
 
     /// Hand new agents and the batch (if any) to the writer.
@@ -184,11 +233,21 @@ fn writer_gone<T>(_: T) -> SinkError {
     SinkError::Writer("the writer thread stopped early".to_owned())
 }
 
-/// Validate one datagram and, if accepted, append its events to `batch`.
+/// Where [`handle_datagram`] puts what it produces.
+struct Out<'a> {
+    batch: &'a mut Batch,
+    new_agents: &'a mut Vec<AgentInfo>,
+    warn: &'a mut WarnEvery,
+}
+
+/// Reject reasons that mean a limit of the sink bit (logged at warn level,
+/// once per interval).
+const LIMIT_REASONS: &[&str] = &["seq_jump", "new_agent_rate", "too_many_agents"];
+
+/// Validate one datagram and, if accepted, append its events to the batch.
 fn handle_datagram(
     st: &mut SharedState,
-    batch: &mut Batch,
-    new_agents: &mut Vec<AgentInfo>,
+    out: Out<'_>,
     bytes: &[u8],
     src: SocketAddr,
     now_ns: u64,
@@ -204,10 +263,18 @@ fn handle_datagram(
         }
     };
     let h = d.header();
-    let index = match st.agents.observe(h, arrived) {
+    let Out {
+        batch,
+        new_agents,
+        warn,
+    } = out;
+    let index = match st.agents.observe(h, src, arrived) {
         Observation::Reject(reason) => {
             tracing::debug!(%src, reason, seq = h.seq, agent_id = h.agent_id, "rejected datagram");
             st.rx.reject(src, reason);
+            if LIMIT_REASONS.contains(&reason) {
+                warn.note(reason, arrived);
+            }
             return;
         }
         Observation::Accept { index, is_new } => {
@@ -255,6 +322,7 @@ pub(crate) async fn receive(
     tx: Sender<ToWriter>,
     shared: Arc<Shared>,
     clock: SinkClock,
+    idle_timeout: Option<Duration>,
     pool: Arc<BatchPool>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), SinkError> {
@@ -264,6 +332,9 @@ pub(crate) async fn receive(
         new_agents: Vec::new(),
         mm: MultiRecv::new(),
         pool,
+        warn: WarnEvery::default(),
+        idle_timeout,
+        last_expiry: Instant::now(),
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -274,6 +345,7 @@ pub(crate) async fn receive(
             _ = &mut shutdown => break,
             _ = tick.tick() => {
                 r.hand_over(&tx).await?;
+                r.housekeeping(&tx, &shared).await?;
                 tx.send(ToWriter::Tick).await.map_err(writer_gone)?;
             }
             ready = socket.readable() => {
@@ -296,6 +368,7 @@ pub(crate) async fn receive(
             break;
         }
     }
+    r.warn.finish();
     tracing::debug!("receiver drained the socket");
     Ok(())
 }

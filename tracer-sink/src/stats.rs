@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tracer_codec::{ClockSource, ClockState, DecodeError};
 
-use crate::agents::{AgentTable, SINK_REASONS};
+use crate::agents::{AgentState, AgentTable, AgentTotals, SINK_REASONS};
 
 /// Distinct source addresses whose rejects are counted separately; the
 /// rest are added up under [`OTHER_SOURCES`] (a spoofed flood must not grow
@@ -111,8 +111,24 @@ pub struct SinkStats {
     pub rejects: BTreeMap<String, u64>,
     /// Rejected datagrams by source address, then reason (non-zero only).
     pub rejects_by_source: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Per agent, in order of first appearance.
+    /// Per live agent, in order of first appearance; at most the
+    /// configured number (`SinkConfig::stats_max_agents`): the agents
+    /// with the most events. The others are added up in
+    /// `agents_not_listed`.
     pub agents: Vec<AgentStats>,
+    /// Live agents (listed or not).
+    #[serde(default)]
+    pub agents_live: u64,
+    /// Agents admitted since the sink started (live and expired).
+    #[serde(default)]
+    pub agents_seen: u64,
+    /// Live agents not listed in `agents`, their counters added up.
+    #[serde(default)]
+    pub agents_not_listed: AgentTotals,
+    /// Agents that expired after sending nothing for the idle timeout,
+    /// their counters added up.
+    #[serde(default)]
+    pub agents_expired: AgentTotals,
 }
 
 /// Counters of the receive task.
@@ -176,13 +192,16 @@ pub(crate) struct SharedState {
 #[derive(Debug)]
 pub(crate) struct Shared {
     started: Instant,
+    /// Agents listed by name in a snapshot at most.
+    max_listed: usize,
     state: Mutex<SharedState>,
 }
 
 impl Shared {
-    pub fn new() -> Self {
+    pub fn new(max_listed: usize) -> Self {
         Shared {
             started: Instant::now(),
+            max_listed,
             state: Mutex::new(SharedState {
                 agents: AgentTable::default(),
                 rx: ReceiveCounters::new(),
@@ -207,6 +226,7 @@ impl Shared {
         if !rx.other_sources.is_empty() {
             by_source.insert(OTHER_SOURCES.to_owned(), own(&rx.other_sources));
         }
+        let (listed, not_listed) = select_listed(&s.agents, self.max_listed);
         SinkStats {
             uptime_s: self.started.elapsed().as_secs_f64(),
             datagrams_received: rx.datagrams_received,
@@ -222,34 +242,65 @@ impl Shared {
             current_file: wr.current_file.clone(),
             rejects: own(&rx.rejects),
             rejects_by_source: by_source,
-            agents: s
-                .agents
-                .agents
-                .iter()
-                .map(|a| AgentStats {
-                    host: a.host.clone(),
-                    agent_id: format!("{:016x}", a.key.agent_id),
-                    boot_id: a.key.boot_id.iter().map(|b| format!("{b:02x}")).collect(),
-                    clock_source: clock_source_name(a.clock_source),
-                    clock_state: ClockState::from_u8(a.clock_state)
-                        .map(|c| c.name().to_owned())
-                        .unwrap_or_else(|| format!("unknown({})", a.clock_state)),
-                    datagrams: a.datagrams,
-                    events: a.events,
-                    datagram_gaps: a.seq.datagram_gaps,
-                    event_gaps: a.seq.event_gaps,
-                    agent_lost: a.agent_lost,
-                    duplicates: a.duplicates,
-                    stale: a.stale,
-                    late_datagrams: a.late,
-                    seq_jumps: a.seq_jumps,
-                    resyncs: a.resyncs,
-                    uncertain_fills: a.uncertain_fills,
-                    lost_clamped: a.lost_clamped,
-                    gap_ranges: a.seq.gap_ranges() as u64,
-                })
-                .collect(),
+            agents: listed.iter().map(|a| agent_stats(a)).collect(),
+            agents_live: s.agents.agents.len() as u64,
+            agents_seen: s.agents.admitted(),
+            agents_not_listed: not_listed,
+            agents_expired: s.agents.expired.clone(),
         }
+    }
+}
+
+/// The `max` live agents with the most events, in order of first
+/// appearance, and the others added up.
+fn select_listed(agents: &AgentTable, max: usize) -> (Vec<&AgentState>, AgentTotals) {
+    let mut not_listed = AgentTotals::default();
+    if agents.agents.len() <= max {
+        return (agents.agents.values().collect(), not_listed);
+    }
+    let mut by_events: Vec<(u64, u32)> = agents
+        .agents
+        .values()
+        .map(|a| (a.events, a.index))
+        .collect();
+    by_events.select_nth_unstable_by(max, |x, y| y.cmp(x));
+    let mut keep: Vec<u32> = by_events[..max].iter().map(|&(_, i)| i).collect();
+    keep.sort_unstable();
+    let mut listed = Vec::with_capacity(max);
+    let mut k = keep.iter().peekable();
+    for a in agents.agents.values() {
+        if k.peek() == Some(&&a.index) {
+            k.next();
+            listed.push(a);
+        } else {
+            not_listed.add(a);
+        }
+    }
+    (listed, not_listed)
+}
+
+fn agent_stats(a: &AgentState) -> AgentStats {
+    AgentStats {
+        host: a.host.clone(),
+        agent_id: format!("{:016x}", a.key.agent_id),
+        boot_id: a.key.boot_id.iter().map(|b| format!("{b:02x}")).collect(),
+        clock_source: clock_source_name(a.clock_source),
+        clock_state: ClockState::from_u8(a.clock_state)
+            .map(|c| c.name().to_owned())
+            .unwrap_or_else(|| format!("unknown({})", a.clock_state)),
+        datagrams: a.datagrams,
+        events: a.events,
+        datagram_gaps: a.seq.datagram_gaps,
+        event_gaps: a.seq.event_gaps,
+        agent_lost: a.agent_lost,
+        duplicates: a.duplicates,
+        stale: a.stale,
+        late_datagrams: a.late,
+        seq_jumps: a.seq_jumps,
+        resyncs: a.resyncs,
+        uncertain_fills: a.uncertain_fills,
+        lost_clamped: a.lost_clamped,
+        gap_ranges: a.seq.gap_ranges() as u64,
     }
 }
 
@@ -299,7 +350,7 @@ impl SinkStats {
         if !rejects.is_empty() {
             let _ = writeln!(o, "      rejects: {}", rejects.join(" "));
         }
-        if self.agents.is_empty() {
+        if self.agents.is_empty() && self.agents_expired.agents == 0 {
             let _ = writeln!(o, "      no agents yet");
             return o;
         }
@@ -331,6 +382,25 @@ impl SinkStats {
                 a.agent_lost,
                 a.duplicates
             );
+        }
+        for (what, t) in [
+            ("more live agents (fewest events)", &self.agents_not_listed),
+            ("expired agents (idle)", &self.agents_expired),
+        ] {
+            if t.agents > 0 {
+                let _ = writeln!(
+                    o,
+                    "... {} {what}: datagrams {} events {} dg_gaps {} ev_gaps {} agent_lost {} dups {} seq_jumps {}",
+                    t.agents,
+                    t.datagrams,
+                    t.events,
+                    t.datagram_gaps,
+                    t.event_gaps,
+                    t.agent_lost,
+                    t.duplicates,
+                    t.seq_jumps
+                );
+            }
         }
         o
     }

@@ -1,6 +1,7 @@
 //! The writer thread: reorders accepted events, encodes them into pcapng,
 //! rotates files, and survives write failures (counting what it loses).
 
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -8,6 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::Receiver;
 use tracer_codec::CaptureRecord;
 
+use crate::agents::ExpiredAgent;
 use crate::batch::{AgentInfo, Batch, BatchPool, ToWriter};
 use crate::config::SinkConfig;
 use crate::pcapng::{IsbInfo, TraceFile, WriteFailure};
@@ -19,9 +21,13 @@ use crate::summary::Summarizer;
 pub(crate) struct Writer {
     cfg: SinkConfig,
     shared: Arc<Shared>,
-    agents: Vec<AgentInfo>,
-    /// Events handed to the writer per agent (the ISB `isb_ifrecv`).
-    received: Vec<u64>,
+    /// Live agents by index.
+    agents: HashMap<u32, AgentInfo>,
+    /// Events handed to the writer per live agent (the ISB `isb_ifrecv`).
+    received: HashMap<u32, u64>,
+    /// ISBs of the agents that expired while the current file was open
+    /// (their interfaces are in it; the next file does not list them).
+    retired: Vec<IsbInfo>,
     reorder: ReorderBuffer<(Rc<Batch>, u32)>,
     file: Option<TraceFile>,
     /// Next file number (NNN of the name).
@@ -49,8 +55,9 @@ pub(crate) fn run_writer(
         reorder: ReorderBuffer::new(cfg.reorder_window, cfg.reorder_max_events),
         cfg,
         shared,
-        agents: Vec::new(),
-        received: Vec::new(),
+        agents: HashMap::new(),
+        received: HashMap::new(),
+        retired: Vec::new(),
         file: None,
         file_seq: 0,
         retry_at: None,
@@ -65,6 +72,7 @@ pub(crate) fn run_writer(
             ToWriter::Agent(a) => w.add_agent(a),
             ToWriter::Batch(b) => w.add_batch(b),
             ToWriter::Tick => w.tick(),
+            ToWriter::Expire(a) => w.expire(a),
         }
         w.release_due();
         w.maybe_rotate();
@@ -87,29 +95,30 @@ impl Writer {
     }
 
     fn add_agent(&mut self, a: AgentInfo) {
-        let idx = a.index as usize;
-        if self.agents.len() <= idx {
-            self.received.resize(idx + 1, 0);
-        }
-        // Indices arrive in order; keep the vector dense regardless.
-        while self.agents.len() < idx {
-            let i = self.agents.len() as u32;
-            self.agents.push(AgentInfo {
-                index: i,
-                agent_id: 0,
-                host: String::new(),
-                clock_source: 0,
-            });
-        }
-        if self.agents.len() == idx {
-            self.agents.push(a);
-        } else {
-            self.agents[idx] = a;
-        }
+        let idx = a.index;
+        self.agents.insert(idx, a);
+        self.received.entry(idx).or_insert(0);
         // Emit the IDB now so every file lists every agent known when it
         // was written, even one whose events have not been written yet.
-        let idx = idx as u32;
         self.ensure_interface(idx);
+    }
+
+    fn expire(&mut self, a: ExpiredAgent) {
+        self.agents.remove(&a.index);
+        let ifrecv = self.received.remove(&a.index).unwrap_or(0);
+        if self
+            .file
+            .as_ref()
+            .and_then(|f| f.interface(a.index))
+            .is_some()
+        {
+            self.retired.push(IsbInfo {
+                agent: a.index,
+                ifrecv,
+                ifdrop: a.ifdrop,
+                comment: a.comment,
+            });
+        }
     }
 
     fn ensure_interface(&mut self, agent: u32) -> Option<u32> {
@@ -117,7 +126,7 @@ impl Writer {
         if let Some(id) = file.interface(agent) {
             return Some(id);
         }
-        let info = self.agents.get(agent as usize)?;
+        let info = self.agents.get(&agent)?;
         match file.add_interface(info) {
             Ok(id) => Some(id),
             Err(e) => {
@@ -135,7 +144,7 @@ impl Writer {
         let max_ts = b.max_ts;
         let b = Rc::new(b);
         for (i, m) in b.events.iter().enumerate() {
-            if let Some(n) = self.received.get_mut(m.agent as usize) {
+            if let Some(n) = self.received.get_mut(&m.agent) {
                 *n += 1;
             }
             self.reorder.push(m.ts_ns, (Rc::clone(&b), i as u32));
@@ -195,7 +204,7 @@ impl Writer {
             return;
         };
         let rec = b.record(i);
-        let Some(agent) = self.agents.get(m.agent as usize) else {
+        let Some(agent) = self.agents.get(&m.agent) else {
             self.counters.sink_write_lost += 1;
             return;
         };
@@ -319,7 +328,9 @@ impl Writer {
                     tracing::info!(file = %f.path().display(), "new trace file");
                 }
                 self.file = Some(f);
-                for i in 0..self.agents.len() as u32 {
+                let mut live: Vec<u32> = self.agents.keys().copied().collect();
+                live.sort_unstable();
+                for i in live {
                     self.ensure_interface(i);
                 }
                 self.sync_bytes();
@@ -347,32 +358,16 @@ impl Writer {
         }
     }
 
-    fn isbs(&self) -> Vec<IsbInfo> {
+    fn isbs(&mut self) -> Vec<IsbInfo> {
+        let mut v = std::mem::take(&mut self.retired);
         let s = self.shared.lock();
-        s.agents
-            .agents
-            .iter()
-            .map(|a| IsbInfo {
-                agent: a.index,
-                ifrecv: self.received.get(a.index as usize).copied().unwrap_or(0),
-                ifdrop: a.seq.event_gaps + a.agent_lost,
-                comment: format!(
-                    "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={} seq_jumps={}) late_datagrams={} resyncs={} uncertain_fills={} lost_clamped={}",
-                    a.datagrams,
-                    a.seq.datagram_gaps,
-                    a.seq.event_gaps,
-                    a.agent_lost,
-                    a.duplicates + a.stale + a.seq_jumps,
-                    a.duplicates,
-                    a.stale,
-                    a.seq_jumps,
-                    a.late,
-                    a.resyncs,
-                    a.uncertain_fills,
-                    a.lost_clamped
-                ),
-            })
-            .collect()
+        v.extend(s.agents.agents.values().map(|a| IsbInfo {
+            agent: a.index,
+            ifrecv: self.received.get(&a.index).copied().unwrap_or(0),
+            ifdrop: a.ifdrop(),
+            comment: a.isb_comment(),
+        }));
+        v
     }
 
     fn close_file(&mut self) {

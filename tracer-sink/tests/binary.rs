@@ -92,6 +92,8 @@ fn help_documents_every_flag() {
         "--rcvbuf",
         "--file-prefix",
         "--no-comments",
+        "--agent-idle-timeout",
+        "--stats-max-agents",
         "Examples:",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
