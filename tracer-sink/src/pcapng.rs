@@ -53,11 +53,20 @@ pub(crate) struct IsbInfo {
     pub comment: String,
 }
 
-/// A failed write: the file was cut back to its last complete block.
+/// A failed write: the file was cut back to its last complete block (or
+/// removed, when that left it without any event).
 #[derive(Debug)]
 pub(crate) struct WriteFailure {
     /// Events that were in the lost part.
     pub lost_events: u64,
+    /// Events of the failed write that did reach the file (the whole
+    /// blocks that fitted before the error).
+    pub written_events: u64,
+    /// Bytes the file keeps on disk (0 when it was removed).
+    pub file_bytes: u64,
+    /// The file held no event and was removed, so that retries on a full
+    /// disk do not leave a header-only file each.
+    pub removed: bool,
     /// What went wrong.
     pub error: SinkError,
 }
@@ -74,6 +83,8 @@ pub(crate) struct TraceFile {
     w: PcapNgWriter<Vec<u8>>,
     /// Bytes on disk, always a block boundary.
     committed: u64,
+    /// EPBs on disk.
+    committed_events: u64,
     /// Bytes already written back and dropped from the page cache.
     dropped: u64,
     /// EPBs in the memory buffer.
@@ -137,6 +148,23 @@ fn pcap_err(what: &str, e: impl std::fmt::Display) -> SinkError {
 
 /// pcapng block type of an Enhanced Packet Block.
 const EPB_TYPE: u32 = 6;
+
+/// The whole blocks of `buf` (a little-endian run of pcapng blocks) that
+/// end within its first `limit` bytes: their length and how many of them
+/// are EPBs.
+fn whole_blocks(buf: &[u8], limit: usize) -> (usize, u64) {
+    let (mut off, mut epbs) = (0usize, 0u64);
+    while off + 8 <= buf.len() {
+        let word = |at: usize| u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+        let len = word(off + 4) as usize;
+        if len < 12 || off + len > limit.min(buf.len()) {
+            break;
+        }
+        epbs += u64::from(word(off) == EPB_TYPE);
+        off += len;
+    }
+    (off, epbs)
+}
 /// Option code of `opt_comment`.
 const OPT_COMMENT: u16 = 1;
 
@@ -244,6 +272,7 @@ impl TraceFile {
             file,
             w,
             committed: 0,
+            committed_events: 0,
             dropped: 0,
             pending_events: 0,
             ifaces: std::collections::HashMap::new(),
@@ -367,38 +396,61 @@ impl TraceFile {
         }
     }
 
-    /// Write the whole buffer to disk. Returns the events it held. On
-    /// error the file is truncated back to the last complete block and the
-    /// buffered events are reported lost; the file should then be dropped.
+    /// Write the whole buffer to disk. Returns the events it held.
+    ///
+    /// On error (a full disk) the whole blocks that fitted stay: the file
+    /// is truncated back to the last block boundary within what the kernel
+    /// took, so a disk with less free space than a write chunk still gets
+    /// filled. The rest of the buffer is reported lost, and a file left
+    /// without any event is removed; either way it should then be dropped.
     pub fn commit(&mut self) -> Result<u64, WriteFailure> {
         let buf = self.w.get_mut();
         if buf.is_empty() {
             return Ok(0);
         }
         let events = self.pending_events;
-        match self.file.write_all(buf) {
-            Ok(()) => {
-                let start = self.committed;
-                self.committed += buf.len() as u64;
-                buf.clear();
-                self.pending_events = 0;
-                self.write_behind(start);
-                Ok(events)
+        let mut done = 0;
+        let error = loop {
+            if done == buf.len() {
+                break None;
             }
-            Err(e) => {
-                buf.clear();
-                self.pending_events = 0;
-                // Cut the partial block away so the file stays readable.
-                let _ = self.file.set_len(self.committed);
-                Err(WriteFailure {
-                    lost_events: events,
-                    error: SinkError::Io {
-                        what: format!("cannot write {}", self.path.display()),
-                        source: e,
-                    },
-                })
+            match self.file.write(&buf[done..]) {
+                Ok(0) => break Some(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
             }
+        };
+        let Some(e) = error else {
+            let start = self.committed;
+            self.committed += buf.len() as u64;
+            self.committed_events += events;
+            buf.clear();
+            self.pending_events = 0;
+            self.write_behind(start);
+            return Ok(events);
+        };
+        let (keep, kept_events) = whole_blocks(buf, done);
+        buf.clear();
+        self.pending_events = 0;
+        self.committed += keep as u64;
+        self.committed_events += kept_events;
+        // Cut the partial block away so the file stays readable.
+        let _ = self.file.set_len(self.committed);
+        let removed = self.committed_events == 0 && std::fs::remove_file(&self.path).is_ok();
+        if removed {
+            self.committed = 0;
         }
+        Err(WriteFailure {
+            lost_events: events - kept_events,
+            written_events: kept_events,
+            file_bytes: self.committed,
+            removed,
+            error: SinkError::Io {
+                what: format!("cannot write {}", self.path.display()),
+                source: e,
+            },
+        })
     }
 
     /// Streaming write-behind: start writeback of the bytes just written
@@ -662,6 +714,20 @@ mod tests {
             let want = comment.clone().filter(|c| !c.is_empty());
             assert_eq!(got_comment, want);
         }
+    }
+
+    #[test]
+    fn whole_blocks_stop_at_the_last_boundary_within_the_limit() {
+        let mut buf = Vec::new();
+        let mut ends = Vec::new();
+        for i in 0..5u64 {
+            encode_epb(&mut buf, 0, i, i, |o| o.push(1), |_| {});
+            ends.push(buf.len());
+        }
+        assert_eq!(whole_blocks(&buf, buf.len()), (buf.len(), 5));
+        assert_eq!(whole_blocks(&buf, ends[2]), (ends[2], 3));
+        assert_eq!(whole_blocks(&buf, ends[2] + 7), (ends[2], 3));
+        assert_eq!(whole_blocks(&buf, ends[0] - 1), (0, 0));
     }
 
     #[test]

@@ -284,23 +284,29 @@ impl Writer {
 
     fn on_failure(&mut self, fail: WriteFailure) {
         self.counters.sink_write_lost += fail.lost_events;
+        self.counters.events_written += fail.written_events;
         let path = self
             .file
             .as_ref()
             .map(|f| f.path().display().to_string())
             .unwrap_or_default();
-        if let Some(f) = self.file.take() {
-            self.closed_bytes += f.committed();
+        if self.file.take().is_some() {
+            self.closed_bytes += fail.file_bytes;
         }
         self.counters.bytes_written = self.closed_bytes;
         self.counters.current_file = None;
         self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
+        let what = if fail.removed {
+            "write failed; the file held no event and was removed"
+        } else {
+            "write failed; the file keeps every whole block that fitted and was closed"
+        };
         tracing::error!(
             file = %path,
             error = &fail.error as &dyn std::error::Error,
             lost_events = fail.lost_events,
-            "write failed; the file was cut back to its last complete block and closed. \
-             Free space on the output file system (or fix its permissions); the sink keeps \
+            written_events = fail.written_events,
+            "{what}. Free space on the output file system (or fix its permissions); the sink keeps \
              receiving, counts unwritten events as sink_write_lost and tries a new file every {:?}",
             self.cfg.retry_interval
         );
@@ -374,7 +380,6 @@ impl Writer {
         let Some(f) = self.file.take() else { return };
         let isbs = self.isbs();
         let path = f.path().display().to_string();
-        let before = f.committed();
         let len = f.len();
         match f.close(&isbs, self.cfg.clock.now_ns()) {
             Ok(n) => {
@@ -384,12 +389,14 @@ impl Writer {
             }
             Err(fail) => {
                 self.file = None;
-                self.closed_bytes += before;
+                self.closed_bytes += fail.file_bytes;
                 self.counters.sink_write_lost += fail.lost_events;
+                self.counters.events_written += fail.written_events;
                 self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
                 tracing::error!(file = %path, error = &fail.error as &dyn std::error::Error, lost_events = fail.lost_events,
-                    "could not finish the trace file; it was cut back to its last complete block. \
-                     Free space on the output file system");
+                    removed = fail.removed,
+                    "could not finish the trace file; it was cut back to its last complete block \
+                     (removed if it held no event). Free space on the output file system");
             }
         }
         self.counters.bytes_written = self.closed_bytes;

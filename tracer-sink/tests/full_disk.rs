@@ -40,17 +40,21 @@ impl Drop for TmpfsGuard {
     }
 }
 
-fn mount_tmpfs(size: &str) -> Option<TmpfsGuard> {
+/// A tmpfs of `size` for the test named `tag` (tests of this file run in
+/// parallel in one process).
+fn mount_tmpfs(size: &str, tag: &str) -> Option<TmpfsGuard> {
     let tmp = std::env::temp_dir();
-    // Leftovers of an earlier, killed run.
+    let me = format!("{MOUNT_PREFIX}{}-", std::process::id());
+    // Leftovers of an earlier, killed run (not this process's mounts).
     if let Ok(entries) = std::fs::read_dir(&tmp) {
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(MOUNT_PREFIX) {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with(MOUNT_PREFIX) && !name.starts_with(&me) {
                 unmount(&e.path());
             }
         }
     }
-    let p = tmp.join(format!("{MOUNT_PREFIX}{}", std::process::id()));
+    let p = tmp.join(format!("{me}{tag}"));
     std::fs::create_dir_all(&p).ok()?;
     let guard = TmpfsGuard(p.clone());
     let ok = Command::new("mount")
@@ -76,7 +80,7 @@ async fn full_disk_is_counted_and_survived() {
     if !tracer_e2e::skip::require_root() {
         return;
     }
-    let Some(mnt) = mount_tmpfs("256k") else {
+    let Some(mnt) = mount_tmpfs("256k", "rotate") else {
         tracer_e2e::skip::skip("cannot mount a tmpfs here");
         return;
     };
@@ -147,4 +151,78 @@ async fn full_disk_is_counted_and_survived() {
     for s in phase2_from..phase2_to {
         assert!(got.contains(&s), "event {s} sent after recovery is missing");
     }
+}
+
+/// Less free space than one write chunk (1 MiB) and no rotation: the sink
+/// still writes what fits (whole blocks), counts the rest as lost, and
+/// its retries leave no file without events behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_free_space_makes_progress_and_retries_leave_no_empty_files() {
+    if !tracer_e2e::skip::require_root() {
+        return;
+    }
+    let Some(mnt) = mount_tmpfs("512k", "small") else {
+        tracer_e2e::skip::skip("cannot mount a tmpfs here");
+        return;
+    };
+    let out = mnt.0.join("out");
+    let holder = tempfile::tempdir().unwrap();
+    let out2 = out.clone();
+    let sink = TestSink::start_in(holder, move |c| tracer_sink::SinkConfig {
+        output_dir: out2,
+        retry_interval: Duration::from_millis(100),
+        reorder_window: Duration::from_millis(50),
+        ..c
+    })
+    .await;
+    let tx = sender();
+    let mut a = SimAgent::new(0xF1, "smallfree");
+    let mut t = BASE_NS;
+    // About 4 MB of pcapng in one burst (written in 1 MiB chunks), then
+    // a second of retries while the disk stays full.
+    for i in 0..1500 {
+        let evs: Vec<TxEvent> = (0..a.per_datagram() as u64)
+            .map(|k| {
+                t += 100;
+                tx_event(t, k, 2)
+            })
+            .collect();
+        tx.send_to(&a.datagram(&evs), sink.addr).unwrap();
+        if i % 300 == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (stats, _holder) = sink.stop().await;
+    assert_eq!(stats.events_accepted, a.event_seq);
+    assert_eq!(
+        stats.events_written + stats.sink_write_lost,
+        stats.events_accepted
+    );
+    assert!(stats.sink_write_lost > 0, "{stats:?}");
+    let f = files(&out);
+    eprintln!(
+        "{} files, events written {} lost {}",
+        f.len(),
+        stats.events_written,
+        stats.sink_write_lost
+    );
+    let mut on_disk = 0u64;
+    for p in &f {
+        let s = &read_file(p)[0];
+        assert!(
+            !s.epbs.is_empty(),
+            "{} holds no event ({} bytes): retries must not litter files",
+            p.display(),
+            std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+        );
+        on_disk += s.epbs.len() as u64;
+    }
+    assert_eq!(on_disk, stats.events_written);
+    // Most of the 512 KiB holds events (a TX event's EPB is ~250 bytes
+    // with its comment).
+    assert!(
+        stats.events_written > 1000,
+        "no progress with less than a write chunk free: {stats:?}"
+    );
 }
