@@ -1,9 +1,14 @@
 //! Typed configuration of a sink run (what the CLI flags turn into).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::clock::SinkClock;
+use crate::error::SinkError;
+
+/// Smallest `rotate_size_bytes` (64 KiB): below it a sink would open a new
+/// file for nearly every write (0 made about ten empty files a second).
+pub const MIN_ROTATE_SIZE: u64 = 64 << 10;
 
 /// Everything [`crate::run`] needs to know besides the socket.
 ///
@@ -61,6 +66,23 @@ impl SinkConfig {
     /// Default number of agents listed in a stats snapshot.
     pub const DEFAULT_STATS_MAX_AGENTS: usize = 32;
 
+    /// Check the values that have a range (run by [`crate::run`]).
+    pub fn validate(&self) -> Result<(), SinkError> {
+        if let Some(s) = self.rotate_size_bytes {
+            if s < MIN_ROTATE_SIZE {
+                return Err(SinkError::Config(format!(
+                    "rotate size {s} bytes is below the minimum of {MIN_ROTATE_SIZE} bytes (64K)"
+                )));
+            }
+        }
+        if self.rotate_interval.is_some_and(|d| d.is_zero()) {
+            return Err(SinkError::Config(
+                "rotate interval 0: use None for no time rotation".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
     /// A configuration writing to `output_dir` with every other field at
     /// its default.
     pub fn new(output_dir: impl Into<PathBuf>) -> Self {
@@ -79,6 +101,39 @@ impl SinkConfig {
             stats_max_agents: Self::DEFAULT_STATS_MAX_AGENTS,
         }
     }
+}
+
+/// Create the output directory if missing and check that files can be
+/// created in it (a read-only file system or mount, missing permissions):
+/// a sink that cannot write must fail at start, not run and write nothing.
+pub fn prepare_output_dir(dir: &Path) -> Result<(), SinkError> {
+    std::fs::create_dir_all(dir).map_err(|e| SinkError::OutputDir {
+        path: dir.to_owned(),
+        source: e,
+    })?;
+    let probe = dir.join(format!(".tracer-sink-write-check-{}", std::process::id()));
+    let _ = std::fs::remove_file(&probe);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| SinkError::OutputNotWritable {
+            path: dir.to_owned(),
+            source: e,
+        })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// `--rotate-size`: a size ([`parse_size`]) of at least [`MIN_ROTATE_SIZE`].
+pub fn parse_rotate_size(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if n < MIN_ROTATE_SIZE {
+        return Err(format!(
+            "`{s}` is below the minimum rotation size of 64K (a new file per write is not useful)"
+        ));
+    }
+    Ok(n)
 }
 
 /// Parse a byte size such as `1048576`, `64K`, `100M`, `2G` (binary
@@ -122,5 +177,18 @@ mod tests {
         assert!(parse_size("abc").is_err());
         assert!(parse_size("-1M").is_err());
         assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn rotate_size_has_a_minimum() {
+        assert!(parse_rotate_size("0").unwrap_err().contains("minimum"));
+        assert!(parse_rotate_size("63K").is_err());
+        assert_eq!(parse_rotate_size("64K"), Ok(MIN_ROTATE_SIZE));
+        let c = SinkConfig {
+            rotate_size_bytes: Some(0),
+            ..SinkConfig::new("x")
+        };
+        assert!(c.validate().is_err());
+        assert!(SinkConfig::new("x").validate().is_ok());
     }
 }

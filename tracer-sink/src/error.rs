@@ -26,6 +26,19 @@ pub enum SinkError {
         #[source]
         source: std::io::Error,
     },
+    /// The output directory exists but files cannot be created in it
+    /// (read-only file system, permissions).
+    #[error("cannot create files in output directory {path}")]
+    OutputNotWritable {
+        /// Directory asked for.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A configuration value out of range.
+    #[error("{0}")]
+    Config(String),
     /// Any other I/O failure; `what` says what the sink was doing.
     #[error("{what}")]
     Io {
@@ -49,6 +62,7 @@ impl SinkError {
         match self {
             SinkError::Bind { source, .. }
             | SinkError::OutputDir { source, .. }
+            | SinkError::OutputNotWritable { source, .. }
             | SinkError::Io { source, .. } => Some(source),
             _ => None,
         }

@@ -42,7 +42,7 @@ use std::time::Duration;
 use tokio::net::UdpSocket;
 
 pub use crate::clock::SinkClock;
-pub use crate::config::{parse_size, SinkConfig};
+pub use crate::config::{parse_rotate_size, parse_size, prepare_output_dir, SinkConfig};
 pub use crate::error::SinkError;
 pub use crate::pcapng::{interface_description, EPB_PACKETID};
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
@@ -58,8 +58,9 @@ const CHANNEL_BATCHES: usize = 64;
 ///
 /// On shutdown it reads what is already queued in the socket, writes every
 /// accepted event, writes the Interface Statistics Blocks, fsyncs and
-/// closes the file. Errors only for what the sink cannot work around
-/// (the output directory cannot be created, the socket fails); write
+/// closes the file. Errors only for what the sink cannot work around (a
+/// configuration value out of range, an output directory that cannot be
+/// created or written into, the socket fails); write
 /// failures are logged, counted and retried instead.
 pub async fn run(
     socket: UdpSocket,
@@ -77,10 +78,8 @@ pub async fn run_with_reporter(
     shutdown: impl Future<Output = ()>,
     mut report: impl FnMut(&SinkStats),
 ) -> Result<SinkStats, SinkError> {
-    std::fs::create_dir_all(&config.output_dir).map_err(|e| SinkError::OutputDir {
-        path: config.output_dir.clone(),
-        source: e,
-    })?;
+    config.validate()?;
+    config::prepare_output_dir(&config.output_dir)?;
     let shared = Arc::new(stats::Shared::new(config.stats_max_agents));
     let pool = Arc::new(batch::BatchPool::default());
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_BATCHES);

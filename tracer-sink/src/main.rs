@@ -9,7 +9,10 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
-use tracer_sink::{bind_udp, parse_size, SinkClock, SinkConfig, SinkError, SinkStats};
+use tracer_sink::{
+    bind_udp, parse_rotate_size, parse_size, prepare_output_dir, SinkClock, SinkConfig, SinkError,
+    SinkStats,
+};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -41,8 +44,9 @@ struct Cli {
     output: PathBuf,
 
     /// Start a new file when the current one reaches SIZE bytes
-    /// (suffixes K, M, G: powers of 1024). Default: no size rotation.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    /// (suffixes K, M, G: powers of 1024; at least 64K). Default: no size
+    /// rotation.
+    #[arg(long, value_name = "SIZE", value_parser = parse_rotate_size)]
     rotate_size: Option<u64>,
 
     /// Start a new file every SECS seconds. Default (or 0): no time rotation.
@@ -191,12 +195,7 @@ async fn serve(cli: Cli) -> Result<()> {
         stats_max_agents: cli.stats_max_agents,
         ..SinkConfig::new(&cli.output)
     };
-    std::fs::create_dir_all(&cli.output).with_context(|| {
-        format!(
-            "cannot create output directory {}; create it or pass a writable --output",
-            cli.output.display()
-        )
-    })?;
+    prepare_output_dir(&cli.output).context("pass a writable --output directory")?;
     // Before "started" is logged: a SIGTERM sent as soon as the sink says
     // it runs must stop it cleanly, not kill it.
     let shutdown = shutdown_signal()?;

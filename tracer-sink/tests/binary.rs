@@ -99,3 +99,100 @@ fn help_documents_every_flag() {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
 }
+
+/// Runs the binary with `args` (and an unused port) until it exits;
+/// returns its exit code and stderr.
+fn run_sink(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let port = free_port();
+    let out = Command::new(env!("CARGO_BIN_EXE_tracer-sink"))
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--no-clock-responder",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty(), "no stats without a run");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn rotate_size_below_the_minimum_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for size in ["0", "1K", "65535"] {
+        let (code, err) = run_sink(&[
+            "--output".as_ref(),
+            dir.path().as_os_str(),
+            "--rotate-size".as_ref(),
+            size.as_ref(),
+        ]);
+        assert_eq!(code, Some(2), "{size}: {err}");
+        assert!(err.contains("minimum rotation size of 64K"), "{err}");
+    }
+    assert!(files(dir.path()).is_empty());
+}
+
+#[test]
+fn an_output_path_that_is_a_file_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let (code, err) = run_sink(&["--output".as_ref(), file.as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("cannot create output directory") && err.contains("--output"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
+
+/// A read-only output directory stops even root: a read-only bind mount
+/// of it (permission bits would not, root ignores them).
+#[test]
+fn a_read_only_output_directory_is_refused_at_start() {
+    if !tracer_e2e::skip::require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let bind = Command::new("mount")
+        .args(["--bind"])
+        .arg(&ro)
+        .arg(&ro)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !bind {
+        tracer_e2e::skip::skip("cannot bind-mount here");
+        return;
+    }
+    let _guard = Unmount(ro.clone());
+    let remount = Command::new("mount")
+        .args(["-o", "remount,bind,ro"])
+        .arg(&ro)
+        .status()
+        .unwrap();
+    assert!(remount.success());
+    let (code, err) = run_sink(&["--output".as_ref(), ro.as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("cannot create files in output directory")
+            && err.contains("Read-only file system")
+            && err.contains("--output"),
+        "{err}"
+    );
+    assert!(!err.contains("tracer-sink started"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
