@@ -167,3 +167,90 @@ fn an_unreachable_sink_clock_delays_nothing_beyond_the_lock_timeout() {
     assert!(st.success(), "exit {st}");
     assert!(out.contains("\"final\":true"), "{out}");
 }
+
+/// Each argument error is one clear line with a non-zero exit, printed
+/// once; nothing is clamped or cut silently. All of these fail while the
+/// command line is checked, before anything is loaded.
+#[test]
+fn argument_errors_are_clear_and_nothing_is_clamped() {
+    let bare = || Command::new(bin("tracer-agent"));
+    let cases: Vec<(Vec<String>, Option<i32>, &str)> = vec![
+        (
+            vec!["--sink".into(), "no-such-host.invalid:7420".into()],
+            Some(2),
+            "cannot resolve host name \"no-such-host.invalid\"",
+        ),
+        (
+            vec!["--sink".into(), "localhost".into()],
+            Some(2),
+            "expected HOST:PORT",
+        ),
+        (
+            // A host name resolves: the next check (after parsing) speaks.
+            vec![
+                "--sink".into(),
+                "localhost:7420".into(),
+                "--ring-slots".into(),
+                "3".into(),
+            ],
+            Some(1),
+            "--ring-slots must be a power of two",
+        ),
+        (
+            vec![
+                "--sink".into(),
+                "127.0.0.1:9".into(),
+                "--max-datagram".into(),
+                "70000".into(),
+            ],
+            Some(2),
+            "70000 is not in 256..=65507",
+        ),
+        (
+            vec![
+                "--sink".into(),
+                "127.0.0.1:9".into(),
+                "--max-datagram".into(),
+                "100".into(),
+            ],
+            Some(2),
+            "100 is not in 256..=65507",
+        ),
+        (
+            vec![
+                "--sink".into(),
+                "127.0.0.1:9".into(),
+                "--hostname".into(),
+                "h".repeat(300),
+            ],
+            Some(2),
+            "it is 300 bytes long; the trace carries at most 64",
+        ),
+        (
+            vec![
+                "--sink".into(),
+                "127.0.0.1:9".into(),
+                "--hostname".into(),
+                "web\u{1b}[31m-1".into(),
+            ],
+            Some(2),
+            "control character '\\u{1b}'",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let mut c = bare();
+        c.args(&args);
+        let (st, out, err) = run(c);
+        assert_eq!(st.code(), code, "{args:?}: {err}");
+        assert_eq!(
+            err.matches(needle).count(),
+            1,
+            "{args:?}: want {needle:?} once in: {err}"
+        );
+        assert!(!err.contains("invalid socket address syntax"), "{err}");
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        // clap adds one "For more information, try '--help'." line.
+        assert!(lines.len() <= 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{out}");
+    }
+}

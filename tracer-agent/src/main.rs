@@ -50,8 +50,10 @@ Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN). Ctrl-C detaches the probes,
 sends what is queued and prints the final counters."
 )]
 struct Cli {
-    /// Address of the tracer-sink (host:port, UDP).
-    #[arg(long)]
+    /// Address of the tracer-sink (HOST:PORT, UDP): an IP address
+    /// (`[v6]:PORT` for IPv6) or a host name, resolved once at start (the
+    /// first address it resolves to is used).
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_sink)]
     sink: SocketAddr,
 
     #[arg(
@@ -101,9 +103,10 @@ struct Cli {
     #[arg(long)]
     all_netns: bool,
 
-    /// Name of this host in the trace (pcapng interface name). Default: the
-    /// kernel hostname.
-    #[arg(long)]
+    /// Name of this host in the trace (pcapng interface name): 1 to 64
+    /// bytes of UTF-8 without control characters. Default: the kernel
+    /// hostname.
+    #[arg(long, value_parser = parse_hostname)]
     hostname: Option<String>,
 
     /// Agent id in the trace (hex or decimal). Default: random per run.
@@ -118,9 +121,10 @@ struct Cli {
     #[arg(long)]
     json: bool,
 
-    /// UDP payload bytes per datagram. Default: route MTU minus IP/UDP headers.
-    #[arg(long, value_name = "BYTES")]
-    max_datagram: Option<usize>,
+    /// UDP payload bytes per datagram, 256 to 65507. Default: route MTU
+    /// minus IP/UDP headers.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(MIN_DATAGRAM..=MAX_DATAGRAM))]
+    max_datagram: Option<u32>,
 
     /// Longest time (ms) an event waits for its datagram to fill.
     #[arg(long, default_value_t = 100, value_name = "MS")]
@@ -225,6 +229,60 @@ fn install_stop_handlers() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Smallest `--max-datagram`: a header with the longest host name and a
+/// few records must fit.
+const MIN_DATAGRAM: i64 = 256;
+/// Largest `--max-datagram`: the largest UDP payload over IPv4.
+const MAX_DATAGRAM: i64 = tracer_codec::MAX_DATAGRAM_LEN as i64;
+
+/// `--sink`: `IP:PORT`, `[IPv6]:PORT` or `HOST:PORT`, resolved now.
+fn parse_sink(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err("expected HOST:PORT, e.g. 10.0.0.2:7420 or sink.lab:7420".to_owned());
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(
+            "expected HOST:PORT with a port from 0 to 65535, e.g. sink.lab:7420".to_owned(),
+        );
+    }
+    use std::net::ToSocketAddrs;
+    match s.to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("host name {host:?} resolves to no address")),
+        Err(e) => Err(format!("cannot resolve host name {host:?}: {e}")),
+    }
+}
+
+/// Why `name` cannot be this host's name in the trace, if it cannot.
+fn hostname_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".to_owned());
+    }
+    if name.len() > tracer_codec::MAX_HOSTNAME_LEN {
+        return Some(format!(
+            "it is {} bytes long; the trace carries at most {}",
+            name.len(),
+            tracer_codec::MAX_HOSTNAME_LEN
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Some(format!("it contains the control character {c:?}"));
+    }
+    None
+}
+
+/// `--hostname`: 1 to 64 bytes of UTF-8 without control characters.
+fn parse_hostname(s: &str) -> Result<String, String> {
+    match hostname_problem(s) {
+        Some(p) => Err(p),
+        None => Ok(s.to_owned()),
+    }
+}
+
 fn parse_u64(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
@@ -316,9 +374,18 @@ fn real_main() -> anyhow::Result<()> {
         identity: AgentIdentity {
             agent_id: cli.agent_id.unwrap_or_else(rand::random),
             boot_id: boot_id(),
-            hostname: cli.hostname.unwrap_or_else(hostname),
+            hostname: match cli.hostname {
+                Some(h) => h,
+                None => {
+                    let h = hostname();
+                    if let Some(p) = hostname_problem(&h) {
+                        bail!("the kernel host name {h:?} cannot name this host in the trace: {p}; pass --hostname NAME");
+                    }
+                    h
+                }
+            },
         },
-        max_payload: cli.max_datagram,
+        max_payload: cli.max_datagram.map(|n| n as usize),
         flush_after: Duration::from_millis(cli.flush_ms),
         poll_interval: Duration::from_millis(cli.poll_ms.max(1)),
         slots_per_cpu: cli.ring_slots,
@@ -383,6 +450,48 @@ mod tests {
             msg.contains(&format!("known probes are {}", known_probe_names())),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn sink_takes_host_names_and_addresses() {
+        let c = Cli::try_parse_from(["tracer-agent", "--sink", "localhost:7420"]).unwrap();
+        assert!(c.sink.ip().is_loopback(), "{}", c.sink);
+        assert_eq!(c.sink.port(), 7420);
+        let c = Cli::try_parse_from(["tracer-agent", "--sink", "[::1]:9"]).unwrap();
+        assert_eq!(c.sink, "[::1]:9".parse().unwrap());
+        for bad in [
+            "localhost",
+            "localhost:x",
+            ":7420",
+            "no-such-host.invalid:7420",
+        ] {
+            let e = Cli::try_parse_from(["tracer-agent", "--sink", bad]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+        }
+    }
+
+    #[test]
+    fn hostname_and_max_datagram_are_checked_not_cut() {
+        assert_eq!(
+            parse(&["--hostname", "web-1"]).unwrap().hostname.as_deref(),
+            Some("web-1")
+        );
+        for bad in ["", "a\nb", "tab\there", &"x".repeat(65)] {
+            assert!(parse(&["--hostname", bad]).is_err(), "{bad:?}");
+        }
+        assert!(parse(&["--hostname", &"é".repeat(32)]).is_ok(), "64 bytes");
+        assert!(parse(&["--hostname", &"é".repeat(33)]).is_err(), "66 bytes");
+        assert_eq!(
+            parse(&["--max-datagram", "256"]).unwrap().max_datagram,
+            Some(256)
+        );
+        assert_eq!(
+            parse(&["--max-datagram", "65507"]).unwrap().max_datagram,
+            Some(65507)
+        );
+        for bad in ["255", "65508", "0"] {
+            assert!(parse(&["--max-datagram", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]
