@@ -48,6 +48,24 @@ pub const SINK_REASONS: &[&str] = &[
     "too_many_agents",
 ];
 
+/// True when `host` holds a control character (they would reach logs,
+/// the stats table and pcapng interface names).
+pub fn has_control(host: &str) -> bool {
+    host.chars().any(char::is_control)
+}
+
+/// Append `host` to `out` with every control character replaced by `?`.
+pub fn push_sanitized(out: &mut String, host: &str) {
+    out.extend(host.chars().map(|c| if c.is_control() { '?' } else { c }));
+}
+
+/// True when `stored` is `raw` sanitized (compared without allocating).
+fn same_sanitized(stored: &str, raw: &str) -> bool {
+    stored
+        .chars()
+        .eq(raw.chars().map(|c| if c.is_control() { '?' } else { c }))
+}
+
 /// Counters of several agents added up (the agents not listed in a stats
 /// snapshot, or the expired ones).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,7 +117,8 @@ pub struct AgentState {
     pub key: AgentKey,
     /// Index in the table (stable for the sink's lifetime; the writer's handle).
     pub index: u32,
-    /// Hostname from the latest datagram.
+    /// Hostname from the latest datagram, control characters replaced
+    /// by `?`.
     pub host: String,
     /// Clock source wire value from the latest datagram.
     pub clock_source: u8,
@@ -242,7 +261,11 @@ impl AgentTable {
                     AgentState {
                         key,
                         index: i,
-                        host: h.hostname.to_owned(),
+                        host: {
+                            let mut host = String::with_capacity(h.hostname.len());
+                            push_sanitized(&mut host, h.hostname);
+                            host
+                        },
                         clock_source: h.clock_source,
                         clock_state: h.clock_state,
                         seq: SeqTracker::default(),
@@ -308,9 +331,9 @@ impl AgentTable {
             // not roll the clock state back.
             a.clock_source = h.clock_source;
             a.clock_state = h.clock_state;
-            if a.host != h.hostname {
+            if !same_sanitized(&a.host, h.hostname) {
                 a.host.clear();
-                a.host.push_str(h.hostname);
+                push_sanitized(&mut a.host, h.hostname);
             }
         }
         a.last_seen = now;
@@ -419,6 +442,17 @@ mod tests {
             event_count: 1,
             hostname: "h".into(),
         }
+    }
+
+    #[test]
+    fn host_names_are_sanitized() {
+        let mut out = String::new();
+        push_sanitized(&mut out, "a\u{1b}[31mb\nc\u{85}é");
+        assert_eq!(out, "a?[31mb?c?é");
+        assert!(has_control("x\ty"));
+        assert!(!has_control("é-host.example"));
+        assert!(same_sanitized("a?b", "a\u{7f}b"));
+        assert!(!same_sanitized("a?b", "a?bc"));
     }
 
     #[test]

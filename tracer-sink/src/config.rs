@@ -136,6 +136,23 @@ pub fn parse_rotate_size(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
+/// Smallest `--rcvbuf` other than 0 (the kernel raises smaller values).
+pub const MIN_RCVBUF: u64 = 64 << 10;
+/// Largest `--rcvbuf` (the kernel caps a socket buffer just under 1 GiB).
+pub const MAX_RCVBUF: u64 = 512 << 20;
+
+/// `--rcvbuf`: 0 (the kernel's default) or a size ([`parse_size`]) from
+/// [`MIN_RCVBUF`] to [`MAX_RCVBUF`].
+pub fn parse_rcvbuf(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if n != 0 && !(MIN_RCVBUF..=MAX_RCVBUF).contains(&n) {
+        return Err(format!(
+            "`{s}` is outside 64K..=512M (or 0 for the kernel's default)"
+        ));
+    }
+    Ok(n)
+}
+
 /// Parse a byte size such as `1048576`, `64K`, `100M`, `2G` (binary
 /// multiples: K = 1024). A trailing `B`/`iB` is accepted (`64KiB`, `10MB`).
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -177,6 +194,14 @@ mod tests {
         assert!(parse_size("abc").is_err());
         assert!(parse_size("-1M").is_err());
         assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn rcvbuf_has_a_range() {
+        assert_eq!(parse_rcvbuf("0"), Ok(0));
+        assert_eq!(parse_rcvbuf("32M"), Ok(32 << 20));
+        assert!(parse_rcvbuf("1K").is_err());
+        assert!(parse_rcvbuf("4G").is_err());
     }
 
     #[test]

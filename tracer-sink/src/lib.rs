@@ -42,7 +42,9 @@ use std::time::Duration;
 use tokio::net::UdpSocket;
 
 pub use crate::clock::SinkClock;
-pub use crate::config::{parse_rotate_size, parse_size, prepare_output_dir, SinkConfig};
+pub use crate::config::{
+    parse_rcvbuf, parse_rotate_size, parse_size, prepare_output_dir, SinkConfig,
+};
 pub use crate::error::SinkError;
 pub use crate::pcapng::{interface_description, EPB_PACKETID};
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};

@@ -174,9 +174,10 @@ impl WarnEvery {
             .collect();
         tracing::warn!(
             counts = %counts.join(" "),
-            "datagrams rejected by the sink's limits {since} (seq_jump: a sequence jump beyond the bounds, \
-             as a forged or confused sender makes; new_agent_rate / too_many_agents: new agent ids \
-             arriving faster than admitted). Next summary in {} s at the earliest",
+            "datagrams the sink's limits acted on {since} (seq_jump: rejected, a sequence jump beyond \
+             the bounds, as a forged or confused sender makes; new_agent_rate / too_many_agents: \
+             rejected, new agent ids arriving faster than admitted; hostname_sanitized: accepted, \
+             control characters in the host name replaced by '?'). Next summary in {} s at the earliest",
             WARN_INTERVAL.as_secs()
         );
         self.pending.clear();

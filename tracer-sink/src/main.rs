@@ -10,8 +10,8 @@ use clap::Parser;
 use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
 use tracer_sink::{
-    bind_udp, parse_rotate_size, parse_size, prepare_output_dir, SinkClock, SinkConfig, SinkError,
-    SinkStats,
+    bind_udp, parse_rcvbuf, parse_rotate_size, prepare_output_dir, SinkClock, SinkConfig,
+    SinkError, SinkStats,
 };
 
 const AFTER_HELP: &str = "\
@@ -71,9 +71,11 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_REORDER_MAX_EVENTS)]
     reorder_max_events: usize,
 
-    /// Socket receive buffer in bytes (suffixes K, M, G). Set with
-    /// SO_RCVBUFFORCE when root, else SO_RCVBUF (capped by net.core.rmem_max).
-    #[arg(long, value_name = "BYTES", default_value = "32M", value_parser = parse_size)]
+    /// Socket receive buffer in bytes (suffixes K, M, G): 64K to 512M, or 0
+    /// for the kernel's default. Set with SO_RCVBUFFORCE when root, else
+    /// SO_RCVBUF, which net.core.rmem_max caps (the sink then warns with
+    /// the size it got).
+    #[arg(long, value_name = "BYTES", default_value = "32M", value_parser = parse_rcvbuf)]
     rcvbuf: u64,
 
     /// File name prefix.
@@ -162,17 +164,17 @@ fn real_main(cli: Cli) -> Result<()> {
     rt.block_on(serve(cli))
 }
 
+/// What to do about a bind error (the OS error itself is printed once,
+/// by the error chain).
 fn bind_hint(e: &SinkError) -> &'static str {
     match e.io_error().map(|e| e.kind()) {
         Some(std::io::ErrorKind::AddrInUse) => {
-            "address in use; is another sink running? pick another --listen port"
+            "is another sink running? pick another --listen port"
         }
         Some(std::io::ErrorKind::PermissionDenied) => {
-            "permission denied; ports below 1024 need root or CAP_NET_BIND_SERVICE"
+            "ports below 1024 need root or CAP_NET_BIND_SERVICE"
         }
-        Some(std::io::ErrorKind::AddrNotAvailable) => {
-            "no local interface has this address; use 0.0.0.0 or an address of this host"
-        }
+        Some(std::io::ErrorKind::AddrNotAvailable) => "use 0.0.0.0 or an address of this host",
         _ => "check the --listen address",
     }
 }
@@ -203,8 +205,9 @@ async fn serve(cli: Cli) -> Result<()> {
     let (socket, actual) = match bind_udp(cli.listen, rcvbuf) {
         Ok(s) => s,
         Err(e) => {
-            let hint = bind_hint(&e);
-            return Err(anyhow::Error::new(e).context(hint));
+            // One line: what failed, why (the OS error), what to do.
+            let why = e.io_error().map(|io| io.to_string()).unwrap_or_default();
+            anyhow::bail!("{e}: {why}; {}", bind_hint(&e));
         }
     };
     tracing::info!(listen = %cli.listen, output = %cli.output.display(), rcvbuf = actual, "tracer-sink started");

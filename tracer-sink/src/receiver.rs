@@ -16,7 +16,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc::Sender;
 use tracer_codec::DatagramView;
 
-use crate::agents::Observation;
+use crate::agents::{has_control, Observation};
 use crate::batch::{AgentInfo, Batch, BatchPool, EventMeta, ToWriter};
 use crate::clock::SinkClock;
 use crate::error::SinkError;
@@ -279,17 +279,27 @@ fn handle_datagram(
         }
         Observation::Accept { index, is_new } => {
             if is_new {
-                tracing::info!(%src, host = %h.hostname, agent_id = %format_args!("{:016x}", h.agent_id), "new agent");
+                let host = st
+                    .agents
+                    .agents
+                    .get(&index)
+                    .map(|a| a.host.clone())
+                    .unwrap_or_default();
+                tracing::info!(%src, %host, agent_id = %format_args!("{:016x}", h.agent_id), "new agent");
                 new_agents.push(AgentInfo {
                     index,
                     agent_id: h.agent_id,
-                    host: h.hostname.to_owned(),
+                    host,
                     clock_source: h.clock_source,
                 });
             }
             index
         }
     };
+    if has_control(h.hostname) {
+        st.rx.hostnames_sanitized += 1;
+        warn.note("hostname_sanitized", arrived);
+    }
     st.rx.datagrams_accepted += 1;
     st.rx.events_accepted += u64::from(h.event_count);
     if batch.events.is_empty() {

@@ -107,6 +107,10 @@ pub struct SinkStats {
     pub files: u64,
     /// The file being written, if any.
     pub current_file: Option<String>,
+    /// Accepted datagrams whose host name held control characters (shown
+    /// and written with `?` in their place).
+    #[serde(default)]
+    pub hostnames_sanitized: u64,
     /// Rejected datagrams by reason (every reason listed, zeros included).
     pub rejects: BTreeMap<String, u64>,
     /// Rejected datagrams by source address, then reason (non-zero only).
@@ -138,6 +142,7 @@ pub(crate) struct ReceiveCounters {
     pub datagrams_accepted: u64,
     pub events_accepted: u64,
     pub rejects: BTreeMap<&'static str, u64>,
+    pub hostnames_sanitized: u64,
     pub by_source: HashMap<SocketAddr, BTreeMap<&'static str, u64>>,
     pub other_sources: BTreeMap<&'static str, u64>,
 }
@@ -241,6 +246,7 @@ impl Shared {
             files: wr.files,
             current_file: wr.current_file.clone(),
             rejects: own(&rx.rejects),
+            hostnames_sanitized: rx.hostnames_sanitized,
             rejects_by_source: by_source,
             agents: listed.iter().map(|a| agent_stats(a)).collect(),
             agents_live: s.agents.agents.len() as u64,
@@ -349,6 +355,13 @@ impl SinkStats {
             .collect();
         if !rejects.is_empty() {
             let _ = writeln!(o, "      rejects: {}", rejects.join(" "));
+        }
+        if self.hostnames_sanitized > 0 {
+            let _ = writeln!(
+                o,
+                "      host names with control characters (replaced by '?'): {} datagrams",
+                self.hostnames_sanitized
+            );
         }
         if self.agents.is_empty() && self.agents_expired.agents == 0 {
             let _ = writeln!(o, "      no agents yet");

@@ -218,3 +218,30 @@ async fn oversized_udp_over_ipv6_is_counted() {
     assert_eq!(stats.rejects["too_large"], 1);
     assert_eq!(stats.events_written, 1);
 }
+
+/// Control characters in a host name on the wire never reach logs, the
+/// stats or the file: they are replaced by '?' and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_host_names_are_sanitized_and_counted() {
+    let sink = TestSink::start(|c| c).await;
+    let tx = sender();
+    let mut a = SimAgent::new(0xE5C, "evil\u{1b}[2J\nhost\u{7f}");
+    for k in 0..3u64 {
+        tx.send_to(&a.datagram(&[tx_event(BASE_NS + k, k, 1)]), sink.addr)
+            .unwrap();
+    }
+    let mut clean = SimAgent::new(0xC1E, "clean");
+    tx.send_to(&clean.datagram(&[tx_event(BASE_NS + 9, 9, 1)]), sink.addr)
+        .unwrap();
+    let (stats, dir) = sink.stop().await;
+    assert_eq!(stats.hostnames_sanitized, 3);
+    assert_eq!(stats.agents[0].host, "evil?[2J?host?");
+    assert_eq!(stats.events_written, 4);
+    assert!(!stats.to_table().contains('\u{1b}'));
+    let s = &read_file(&files(&dir.path().join("out"))[0])[0];
+    assert_eq!(idb_name(&s.idbs[0]), "evil?[2J?host?");
+    for e in &s.epbs {
+        let c = tracer_codec::CaptureRecord::decode(&e.data).unwrap();
+        assert!(!c.host.chars().any(char::is_control), "{:?}", c.host);
+    }
+}

@@ -66,11 +66,31 @@ fn bind_failure_is_explained() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("address in use") && err.contains("--listen"),
+    assert!(err.contains("--listen"), "{err}");
+    // The OS error once, not once more in the hint.
+    assert_eq!(
+        err.to_lowercase().matches("address already in use").count(),
+        1,
         "{err}"
     );
+    assert!(!err.contains("address in use"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn rcvbuf_outside_its_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for size in ["1K", "4G"] {
+        let (code, err) = run_sink(&[
+            "--output".as_ref(),
+            dir.path().as_os_str(),
+            "--rcvbuf".as_ref(),
+            size.as_ref(),
+        ]);
+        assert_eq!(code, Some(2), "{size}: {err}");
+        assert!(err.contains("outside 64K..=512M"), "{err}");
+    }
 }
 
 #[test]
