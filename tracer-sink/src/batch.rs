@@ -37,14 +37,59 @@ pub(crate) struct Batch {
     pub max_ts: u64,
 }
 
+/// A batch whose capacity is more than this many times its content (and
+/// above [`SLACK_MIN_BYTES`]) is not handed over as is, but copied into a
+/// right-sized one (see [`Batch::take_fitting`]).
+const SLACK_FACTOR: usize = 4;
+/// Capacity below which slack does not matter.
+const SLACK_MIN_BYTES: usize = 64 << 10;
+
 impl Batch {
-    /// An empty batch with room for a typical burst.
+    /// An empty batch; it grows with the burst it receives.
     pub fn new() -> Self {
+        Self::with_capacity(16 << 10, 128)
+    }
+
+    fn with_capacity(data: usize, events: usize) -> Self {
         Batch {
-            data: Vec::with_capacity(256 * 1024),
-            events: Vec::with_capacity(2048),
+            data: Vec::with_capacity(data),
+            events: Vec::with_capacity(events),
             arrived: Instant::now(),
             max_ts: 0,
+        }
+    }
+
+    /// Bytes this batch holds allocated.
+    pub fn capacity_bytes(&self) -> usize {
+        self.data.capacity() + self.events.capacity() * std::mem::size_of::<EventMeta>()
+    }
+
+    fn content_bytes(&self) -> usize {
+        self.data.len() + self.events.len() * std::mem::size_of::<EventMeta>()
+    }
+
+    /// The batch to hand to the writer, leaving `self` empty for the next
+    /// burst. The writer holds a batch in its reorder buffer until its
+    /// last event is written (one reorder window, 250 ms by default), and
+    /// a batch keeps the capacity of the largest burst it ever held: a few
+    /// datagrams in a batch sized for 8192 events, held by the thousand,
+    /// made the sink's memory grow to hundreds of MB at 100 k events/s.
+    /// So a batch with much more capacity than content is copied into a
+    /// right-sized one (a small copy, by construction), and the large
+    /// one stays here for the next burst. The memory the reorder buffer
+    /// holds is then at most [`SLACK_FACTOR`] times its events' bytes.
+    pub fn take_fitting(&mut self, pool: &BatchPool) -> Batch {
+        let cap = self.capacity_bytes();
+        if cap > SLACK_MIN_BYTES && self.content_bytes() * SLACK_FACTOR < cap {
+            let mut b = Batch::with_capacity(self.data.len(), self.events.len());
+            b.data.extend_from_slice(&self.data);
+            b.events.extend_from_slice(&self.events);
+            b.arrived = self.arrived;
+            b.max_ts = self.max_ts;
+            self.clear();
+            b
+        } else {
+            std::mem::replace(self, pool.take())
         }
     }
 
@@ -73,9 +118,10 @@ pub(crate) struct BatchPool {
 
 impl BatchPool {
     /// Batches kept at most.
-    const MAX: usize = 64;
-    /// A batch that grew larger than this is not kept.
-    const MAX_DATA: usize = 4 << 20;
+    const MAX: usize = 16;
+    /// A batch that grew larger than this is not kept (a full batch of
+    /// 8192 MTU-datagram events holds about 1.5 MB).
+    const MAX_BYTES: usize = 2 << 20;
 
     /// A cleared batch from the pool, or a new one.
     pub fn take(&self) -> Batch {
@@ -91,7 +137,7 @@ impl BatchPool {
 
     /// Return a batch whose events are all written.
     pub fn give(&self, b: Batch) {
-        if b.data.capacity() > Self::MAX_DATA {
+        if b.capacity_bytes() > Self::MAX_BYTES {
             return;
         }
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
@@ -126,4 +172,54 @@ pub(crate) enum ToWriter {
     /// An agent expired (idle): write its last ISB in the current file and
     /// forget it; sent after every batch holding its events.
     Expire(crate::agents::ExpiredAgent),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(i: u32) -> EventMeta {
+        EventMeta {
+            ts_ns: u64::from(i),
+            event_seq: u64::from(i),
+            agent: 0,
+            start: i * 100,
+            len: 100,
+            clock_source: 0,
+            clock_state: 0,
+        }
+    }
+
+    #[test]
+    fn a_large_batch_with_few_events_is_handed_over_right_sized() {
+        let pool = BatchPool::default();
+        let mut b = Batch::new();
+        // One burst makes it large...
+        for i in 0..8192 {
+            b.data.extend_from_slice(&[1u8; 100]);
+            b.events.push(meta(i));
+        }
+        let full = b.take_fitting(&pool);
+        assert_eq!(full.events.len(), 8192);
+        // ... a pooled batch reused after it keeps that size; a few events
+        // in it are copied out into a small batch, and it stays for reuse.
+        pool.give(full);
+        let mut b = pool.take();
+        let big = b.capacity_bytes();
+        assert!(big > 1 << 20);
+        for i in 0..3 {
+            b.data.extend_from_slice(&[2u8; 100]);
+            b.events.push(meta(i));
+        }
+        let small = b.take_fitting(&pool);
+        assert_eq!(small.events.len(), 3);
+        assert_eq!(small.record(2), &[2u8; 100][..]);
+        assert!(
+            small.capacity_bytes() < 4 * 1024,
+            "{}",
+            small.capacity_bytes()
+        );
+        assert!(b.events.is_empty());
+        assert_eq!(b.capacity_bytes(), big);
+    }
 }

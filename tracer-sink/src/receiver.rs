@@ -222,7 +222,7 @@ impl Receiver {
             tx.send(ToWriter::Agent(a)).await.map_err(writer_gone)?;
         }
         if !self.batch.events.is_empty() {
-            let b = std::mem::replace(&mut self.batch, self.pool.take());
+            let b = self.batch.take_fitting(&self.pool);
             tx.send(ToWriter::Batch(b)).await.map_err(writer_gone)?;
         }
         Ok(())
