@@ -34,7 +34,7 @@ pub use bracket::{measure_offset, now_ns, BracketSample, ClockId};
 pub use discipline::{ClockReport, Discipline};
 pub use error::{ClockError, MessageError};
 pub use global::{ClockSnapshot, Conversion, GlobalClock, GlobalClockConfig};
-pub use servo::{Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
+pub use servo::{PiGains, Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
 pub use source::{
     Clock, ErrorInjection, OffsetSample, ReferenceClock, SourceOptions, SourceSpec, SystemClock,
 };

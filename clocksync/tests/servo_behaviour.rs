@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clocksync::harness::{simulate, summarize};
 use clocksync::sim::{SimConfig, SimPhc};
-use clocksync::{Discipline, GlobalClock, Servo, ServoConfig, ServoKind, ServoState};
+use clocksync::{Discipline, GlobalClock, PiGains, Servo, ServoConfig, ServoKind, ServoState};
 
 const KINDS: [ServoKind; 2] = [ServoKind::Pi, ServoKind::LinReg];
 
@@ -30,8 +30,9 @@ fn converges_from_100_ppm() {
 
 #[test]
 fn converges_from_minus_100_ppm_with_software_gains() {
-    // linuxptp's software gains (kp 0.1, ki 0.001) are slow but must get there.
+    // ptp4l's software gains (kp 0.1, ki 0.001) are slow but must get there.
     let cfg = ServoConfig {
+        pi_gains: PiGains::PTP4L,
         hardware_timestamps: false,
         ..Default::default()
     };

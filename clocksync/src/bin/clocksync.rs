@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use clocksync::{
-    Discipline, ErrorInjection, GlobalClock, Servo, ServoConfig, ServoKind, SourceOptions,
+    Discipline, ErrorInjection, GlobalClock, PiGains, Servo, ServoConfig, ServoKind, SourceOptions,
     SourceSpec,
 };
 
@@ -22,9 +22,24 @@ struct Args {
     /// pi|linreg
     #[arg(long, default_value = "pi")]
     servo: ServoKind,
-    /// Update interval, seconds.
+    /// Update interval, seconds (phc2sys's -R is its inverse).
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
+    /// Where the PI gains come from. `phc2sys`: fixed kp 0.7 / ki 0.3 at any
+    /// interval (capped at 1/interval and 2/interval, where the loop would
+    /// turn unstable), so each update does what phc2sys's does. `ptp4l`:
+    /// derived from the interval (kp = 0.7·interval^-0.3 ≤ 0.7/interval,
+    /// ki = 0.3·interval^0.4 ≤ 0.3/interval). Identical at 1 s.
+    #[arg(long, default_value = "phc2sys", value_name = "phc2sys|ptp4l")]
+    pi_gains: PiGains,
+    /// Proportional constant, as phc2sys -P (default: from --pi-gains;
+    /// 0 = derive it from the interval).
+    #[arg(long, value_name = "KP")]
+    pi_kp: Option<f64>,
+    /// Integral constant, as phc2sys -I (default: from --pi-gains;
+    /// 0 = derive it from the interval).
+    #[arg(long, value_name = "KI")]
+    pi_ki: Option<f64>,
     /// Number of updates (0 = until killed).
     #[arg(long, default_value_t = 0)]
     count: u64,
@@ -40,7 +55,8 @@ struct Args {
     /// Step whenever the offset exceeds this, ns (0 = never).
     #[arg(long, default_value_t = 0)]
     step_threshold_ns: i64,
-    /// Use linuxptp's software-timestamping PI gains.
+    /// Interval-derived PI gains use ptp4l's software-timestamping scales
+    /// (kp 0.1, ki 0.001 at 1 s) instead of the hardware ones.
     #[arg(long)]
     software_gains: bool,
     /// Test only: pretend CLOCK_REALTIME/TAI are off by this much, ns.
@@ -70,6 +86,18 @@ fn run(args: &Args) -> anyhow::Result<()> {
     if !(args.interval > 0.0 && args.interval.is_finite()) {
         bail!("--interval must be a positive number of seconds");
     }
+    let mut pi_gains = args.pi_gains;
+    for (name, value, slot) in [
+        ("--pi-kp", args.pi_kp, &mut pi_gains.kp_const),
+        ("--pi-ki", args.pi_ki, &mut pi_gains.ki_const),
+    ] {
+        if let Some(v) = value {
+            if !(v >= 0.0 && v.is_finite()) {
+                bail!("{name} must be a number >= 0 (0 derives it from the interval)");
+            }
+            *slot = v;
+        }
+    }
     let injection =
         ErrorInjection::nonzero(args.inject_clock_offset_ns, args.inject_clock_drift_ppm)?;
     let source = args
@@ -82,6 +110,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("opening clock source {}", args.source))?;
     let cfg = ServoConfig {
         interval_s: args.interval,
+        pi_gains,
         first_step_threshold_ns: args.first_step_threshold_ns,
         step_threshold_ns: args.step_threshold_ns,
         hardware_timestamps: source.hardware_stamped() && !args.software_gains,

@@ -359,8 +359,10 @@ mod tests {
 
     #[test]
     fn too_close_second_sample_waits() {
-        // PI with software gains: ki = 0.001 → estimate over at least 16 s.
+        // PI with ptp4l's software gains: ki = 0.001 → estimate over at
+        // least 16 s.
         let cfg = ServoConfig {
+            pi_gains: crate::servo::algorithm::PiGains::PTP4L,
             hardware_timestamps: false,
             ..Default::default()
         };
