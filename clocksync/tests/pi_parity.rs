@@ -153,3 +153,53 @@ fn the_default_is_phc2sys() {
     assert_eq!("phc2sys".parse::<PiGains>(), Ok(PiGains::PHC2SYS));
     assert!("pid".parse::<PiGains>().is_err());
 }
+
+#[test]
+fn above_the_step_threshold_right_after_a_jump_starts_over_as_pi_c_does() {
+    // pi_parity step=0.001 phase_ns=5000000 drift_ppb=10000 event_at=2
+    // event_ns=3000000: JUMP at update 1, then the reference moves 3 ms
+    // (above the 1 ms step threshold) before the next update: pi.c resets
+    // (s0, s0), re-estimates and JUMPs again. Before the fix this servo
+    // went s2 with +3 010 000 ppb.
+    let plant = ParityPlant {
+        drift_ppb: 10_000.0,
+        phase_ns: 5_000_000.0,
+        event: Some((2, 3_000_000)),
+        ..Default::default()
+    };
+    let cfg = ServoConfig {
+        step_threshold_ns: 1_000_000,
+        ..linuxptp_cfg()
+    };
+    check(
+        plant,
+        cfg,
+        &[
+            (5_000_000, 0, -0.0),
+            (5_010_000, 1, 10_000.0),
+            (3_000_000, 0, 10_000.0),
+            (3_000_000, 0, 10_000.0),
+            (3_000_000, 1, 10_000.0),
+            (0, 2, 10_000.0),
+            (0, 2, 10_000.0),
+        ],
+    );
+}
+
+#[test]
+fn below_the_step_threshold_right_after_a_jump_locks() {
+    // Same, the reference moves -0.8 ms (below the threshold): s2 at once.
+    let plant = ParityPlant {
+        drift_ppb: 10_000.0,
+        phase_ns: 5_000_000.0,
+        event: Some((2, -800_000)),
+        ..Default::default()
+    };
+    let cfg = ServoConfig {
+        step_threshold_ns: 1_000_000,
+        ..linuxptp_cfg()
+    };
+    let got = parity_loop(plant, ServoKind::Pi, cfg, 4);
+    let states: Vec<u8> = got.iter().map(|r| r.state.code()).collect();
+    assert_eq!(states, [0, 1, 2, 2]);
+}
