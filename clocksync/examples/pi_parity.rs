@@ -18,7 +18,8 @@ fn main() -> anyhow::Result<()> {
         stable_offset_threshold_ns: 0,
         ..Default::default()
     };
-    let (mut max_ppb, mut max_frequency) = (100_000_000.0f64, 900_000_000.0f64);
+    // The C half's clock limit: this crate's system clock limit at USER_HZ 100.
+    cfg.clock_max_freq_ppb = Some(100_000_000.0);
     let (mut n, mut delay, mut event_at, mut event_ns) = (20usize, 0u64, None, 0i64);
     for arg in std::env::args().skip(1) {
         let (k, v) = arg
@@ -32,8 +33,8 @@ fn main() -> anyhow::Result<()> {
             "ki" => cfg.pi_gains.ki_const = f()?,
             "step" => cfg.step_threshold_ns = secs_to_ns(f()?),
             "first_step" => cfg.first_step_threshold_ns = secs_to_ns(f()?),
-            "max_frequency" => max_frequency = f()?,
-            "max_ppb" => max_ppb = f()?,
+            "max_frequency" => cfg.max_frequency_ppb = f()?,
+            "max_ppb" => cfg.clock_max_freq_ppb = Some(f()?),
             "offset_threshold" => cfg.stable_offset_threshold_ns = v.parse()?,
             "num_offset_values" => cfg.num_offset_values = v.parse()?,
             "sw_ts" => cfg.hardware_timestamps = v == "0",
@@ -49,12 +50,6 @@ fn main() -> anyhow::Result<()> {
         }
     }
     plant.event = event_at.map(|at| (at, event_ns));
-    // servo.c: the clock's limit, capped by `max_frequency` when non-zero.
-    cfg.max_freq_ppb = if max_frequency > 0.0 && max_ppb > max_frequency {
-        max_frequency
-    } else {
-        max_ppb
-    };
     for (k, mut r) in parity_loop(plant, ServoKind::Pi, cfg, n)
         .into_iter()
         .enumerate()

@@ -33,6 +33,9 @@ pub enum ClockError {
     /// None of the offset ioctls works on this PHC.
     #[error("no PTP_SYS_OFFSET* ioctl works on {0}")]
     NoOffsetMethod(String),
+    /// The PHC reports no frequency adjustment range (`max_adj` 0).
+    #[error("{0} cannot be adjusted (its max_adj is 0)")]
+    NotAdjustable(String),
     /// A clock gave no usable reading (every bracket was inverted).
     #[error("{0} returned no valid reading")]
     NoReading(String),

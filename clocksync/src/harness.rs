@@ -5,6 +5,7 @@
 
 use crate::discipline::{ClockReport, Discipline};
 use crate::global::GlobalClock;
+use crate::limit::FrequencyLimit;
 use crate::servo::algorithm::ServoConfig;
 use crate::servo::machine::{Servo, ServoKind};
 use crate::source::sim::{SimConfig, SimPhc};
@@ -24,17 +25,22 @@ pub struct SimStep {
 }
 
 /// Run a servo against a simulated PHC for `count` updates of `interval_s`
-/// (simulated time: returns at once).
+/// (simulated time: returns at once). Unless `servo_cfg` names a clock
+/// limit, the simulated PHC's own ([`FrequencyLimit`]) is used.
 pub fn simulate(
     sim: SimConfig,
     kind: ServoKind,
-    servo_cfg: ServoConfig,
+    mut servo_cfg: ServoConfig,
     count: usize,
 ) -> Vec<SimStep> {
     let interval_ns = (servo_cfg.interval_s * 1e9).round() as u64;
     let start = sim.start_mono_ns;
     let clock = GlobalClock::default();
-    let mut d = Discipline::new(SimPhc::new(sim), Servo::new(kind, servo_cfg), clock.clone());
+    let phc = SimPhc::new(sim);
+    if servo_cfg.clock_max_freq_ppb.is_none() {
+        servo_cfg.clock_max_freq_ppb = phc.max_freq_ppb().ok();
+    }
+    let mut d = Discipline::new(phc, Servo::new(kind, servo_cfg), clock.clone());
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         let before = clock.snapshot();

@@ -13,7 +13,7 @@ use clocksync::{PiGains, ServoConfig, ServoKind};
 fn linuxptp_cfg() -> ServoConfig {
     ServoConfig {
         stable_offset_threshold_ns: 0,
-        max_freq_ppb: 100_000_000.0,
+        clock_max_freq_ppb: Some(100_000_000.0),
         ..Default::default()
     }
 }
@@ -202,4 +202,49 @@ fn below_the_step_threshold_right_after_a_jump_locks() {
     let got = parity_loop(plant, ServoKind::Pi, cfg, 4);
     let states: Vec<u8> = got.iter().map(|r| r.state.code()).collect();
     assert_eq!(states, [0, 1, 2, 2]);
+}
+
+#[test]
+fn the_clamp_is_the_clocks_limit_capped_by_max_frequency() {
+    // pi_parity max_ppb=50000 drift_ppb=30000 first_step=0 phase_ns=100000:
+    // a clock that takes at most 50 ppm; the output saturates there.
+    let plant = ParityPlant {
+        drift_ppb: 30_000.0,
+        phase_ns: 100_000.0,
+        ..Default::default()
+    };
+    let cfg = ServoConfig {
+        first_step_threshold_ns: 0,
+        clock_max_freq_ppb: Some(50_000.0),
+        ..linuxptp_cfg()
+    };
+    check(
+        plant,
+        cfg.clone(),
+        &[
+            (100_000, 0, -0.0),
+            (130_000, 2, 30_000.0),
+            (130_000, 2, 50_000.0),
+            (110_000, 2, 50_000.0),
+            (90_000, 2, 50_000.0),
+            (70_000, 2, 50_000.0),
+        ],
+    );
+    // ... and max_frequency=20000 below it: the estimate itself is clamped.
+    let capped = ServoConfig {
+        max_frequency_ppb: 20_000.0,
+        ..cfg
+    };
+    check(
+        plant,
+        capped,
+        &[
+            (100_000, 0, -0.0),
+            (130_000, 2, 20_000.0),
+            (140_000, 2, 20_000.0),
+            (150_000, 2, 20_000.0),
+            (160_000, 2, 20_000.0),
+            (170_000, 2, 20_000.0),
+        ],
+    );
 }

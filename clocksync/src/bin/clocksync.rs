@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use clocksync::{
-    Discipline, ErrorInjection, GlobalClock, PiGains, Servo, ServoConfig, ServoKind, SourceOptions,
-    SourceSpec,
+    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, PiGains, Servo, ServoConfig,
+    ServoKind, SourceOptions, SourceSpec,
 };
 
 /// nettrace clock sync: discipline a software global clock to a source and
@@ -55,6 +55,11 @@ struct Args {
     /// Step whenever the offset exceeds this, ns (0 = never).
     #[arg(long, default_value_t = 0)]
     step_threshold_ns: i64,
+    /// Caps the frequency correction, ppb (linuxptp's max_frequency; 0 = no
+    /// cap). The clamp is the reference clock's own limit (a PHC's max_adj,
+    /// the kernel's limit for system clocks and the exchange) below this cap.
+    #[arg(long, default_value_t = clocksync::servo::algorithm::MAX_FREQUENCY_PPB, value_name = "PPB")]
+    max_frequency_ppb: f64,
     /// Interval-derived PI gains use ptp4l's software-timestamping scales
     /// (kp 0.1, ki 0.001 at 1 s) instead of the hardware ones.
     #[arg(long)]
@@ -98,6 +103,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
             *slot = v;
         }
     }
+    if !(args.max_frequency_ppb >= 0.0 && args.max_frequency_ppb.is_finite()) {
+        bail!("--max-frequency-ppb must be a number >= 0 (0 = no cap)");
+    }
     let injection =
         ErrorInjection::nonzero(args.inject_clock_offset_ns, args.inject_clock_drift_ppm)?;
     let source = args
@@ -108,9 +116,24 @@ fn run(args: &Args) -> anyhow::Result<()> {
             hw_iface: args.hw_iface.clone(),
         })
         .with_context(|| format!("opening clock source {}", args.source))?;
+    // As phc2sys does before it creates its servo: ask the clock.
+    let clock_max_freq_ppb = match args.source.max_freq_ppb() {
+        Ok(ppb) => Some(ppb),
+        Err(e) => {
+            eprintln!(
+                "clocksync: cannot read the frequency limit of {} ({:#}); assuming {} ppb",
+                args.source,
+                anyhow::Error::new(e),
+                clocksync::servo::algorithm::FALLBACK_MAX_FREQ_PPB
+            );
+            None
+        }
+    };
     let cfg = ServoConfig {
         interval_s: args.interval,
         pi_gains,
+        clock_max_freq_ppb,
+        max_frequency_ppb: args.max_frequency_ppb,
         first_step_threshold_ns: args.first_step_threshold_ns,
         step_threshold_ns: args.step_threshold_ns,
         hardware_timestamps: source.hardware_stamped() && !args.software_gains,

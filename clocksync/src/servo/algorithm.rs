@@ -57,6 +57,14 @@ impl std::str::FromStr for PiGains {
     }
 }
 
+/// linuxptp's `max_frequency` default (`config.c`), ppb.
+pub const MAX_FREQUENCY_PPB: f64 = 900_000_000.0;
+
+/// The limit of a clock that was not asked: what linuxptp's
+/// `clockadj_max_freq` assumes when the kernel reports no tolerance
+/// (500 ppm, the kernel's `MAXFREQ`), ppb.
+pub const FALLBACK_MAX_FREQ_PPB: f64 = 500_000.0;
+
 /// Typed servo configuration. Defaults follow linuxptp's `default.cfg`
 /// where a tracer has no reason to differ (noted per field).
 #[derive(Debug, Clone, PartialEq)]
@@ -71,11 +79,14 @@ pub struct ServoConfig {
     pub first_step_threshold_ns: i64,
     /// Step whenever |offset| exceeds this (0 = never, linuxptp default 0.0).
     pub step_threshold_ns: i64,
-    /// Frequency correction clamp in ppb. linuxptp uses the clock's maximum
-    /// adjustment (its `max_frequency` default 900000000 only caps that); a
-    /// software clock has no such limit, so we take 1000 ppm, 10x the worst
-    /// crystal a host is expected to have, which still catches a runaway.
-    pub max_freq_ppb: f64,
+    /// The disciplined clock's own frequency limit, ppb: what phc2sys asks
+    /// the clock it adjusts for (`clockadj_max_freq`, the PHC's `max_adj`);
+    /// here [`crate::limit::FrequencyLimit`] of the reference. `None`: not
+    /// asked, [`FALLBACK_MAX_FREQ_PPB`] stands in.
+    pub clock_max_freq_ppb: Option<f64>,
+    /// linuxptp `max_frequency`: caps the clock's limit (0 = no cap).
+    /// Default 900 000 000, as linuxptp's.
+    pub max_frequency_ppb: f64,
     /// LOCKED becomes LOCKED_STABLE after `num_offset_values` offsets below
     /// this (0 = never). linuxptp's `servo_offset_threshold` defaults to 0
     /// (off); a tracer wants the flag, so we default to 1 µs, about ten times
@@ -96,11 +107,54 @@ impl Default for ServoConfig {
             pi_gains: PiGains::default(),
             first_step_threshold_ns: 20_000,
             step_threshold_ns: 0,
-            max_freq_ppb: 1_000_000.0,
+            clock_max_freq_ppb: None,
+            max_frequency_ppb: MAX_FREQUENCY_PPB,
             stable_offset_threshold_ns: 1_000,
             num_offset_values: 10,
             hardware_timestamps: true,
         }
+    }
+}
+
+impl ServoConfig {
+    /// The frequency clamp the algorithms use, ppb: the clock's own limit,
+    /// capped by `max_frequency_ppb` when that is non-zero (linuxptp's
+    /// `servo_create`).
+    pub fn max_freq_ppb(&self) -> f64 {
+        let clock = self.clock_max_freq_ppb.unwrap_or(FALLBACK_MAX_FREQ_PPB);
+        if self.max_frequency_ppb > 0.0 && clock > self.max_frequency_ppb {
+            self.max_frequency_ppb
+        } else {
+            clock
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clamp_is_the_clocks_limit_capped_by_max_frequency() {
+        let cfg = |clock, cap| ServoConfig {
+            clock_max_freq_ppb: clock,
+            max_frequency_ppb: cap,
+            ..Default::default()
+        };
+        // servo.c: the clock's limit, unless max_frequency is lower.
+        assert_eq!(
+            cfg(Some(62_499_999.0), MAX_FREQUENCY_PPB).max_freq_ppb(),
+            62_499_999.0
+        );
+        assert_eq!(
+            cfg(Some(1e9), MAX_FREQUENCY_PPB).max_freq_ppb(),
+            MAX_FREQUENCY_PPB
+        );
+        assert_eq!(cfg(Some(100_000.0), 50_000.0).max_freq_ppb(), 50_000.0);
+        // max_frequency 0: no cap.
+        assert_eq!(cfg(Some(1e9), 0.0).max_freq_ppb(), 1e9);
+        // Not asked: linuxptp's fallback.
+        assert_eq!(ServoConfig::default().max_freq_ppb(), FALLBACK_MAX_FREQ_PPB);
     }
 }
 

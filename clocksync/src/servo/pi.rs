@@ -110,7 +110,7 @@ impl PiServo {
             ki,
             pi_gains: cfg.pi_gains,
             hardware_timestamps: cfg.hardware_timestamps,
-            max_freq_ppb: cfg.max_freq_ppb,
+            max_freq_ppb: cfg.max_freq_ppb(),
             drift_ppb: 0.0,
             first: None,
             estimated: false,
@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn anti_windup_at_clamp() {
         let cfg = ServoConfig {
-            max_freq_ppb: 1_000.0,
+            clock_max_freq_ppb: Some(1_000.0),
             ..Default::default()
         };
         let mut pi = PiServo::new(&cfg);
