@@ -248,3 +248,39 @@ fn the_clamp_is_the_clocks_limit_capped_by_max_frequency() {
         ],
     );
 }
+
+#[test]
+fn phc2sys_lines_match_phc2sys_text() {
+    // pi_parity n=6 interval=0.5 delay=1234 phase_ns=-30000
+    // drift_ppb=12345.678 noise_ns=77 seed=99: the -m lines, character
+    // for character (phc2sys's format string, its servo's sign).
+    let plant = ParityPlant {
+        drift_ppb: 12_345.678,
+        phase_ns: -30_000.0,
+        noise_ns: 77,
+        seed: 99,
+        ..Default::default()
+    };
+    let cfg = ServoConfig {
+        interval_s: 0.5,
+        ..linuxptp_cfg()
+    };
+    let lines: Vec<String> = parity_loop(plant, ServoKind::Pi, cfg, 6)
+        .into_iter()
+        .map(|mut r| {
+            r.delay_ns = 1234;
+            r.phc2sys_line()
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "offset    -30009 s0 freq      -0 delay   1234",
+            "offset    -23868 s1 freq  +12282 delay   1234",
+            "offset       103 s2 freq  +12385 delay   1234",
+            "offset         3 s2 freq  +12316 delay   1234",
+            "offset        75 s2 freq  +12389 delay   1234",
+            "offset        47 s2 freq  +12383 delay   1234",
+        ]
+    );
+}
