@@ -52,7 +52,9 @@ struct Args {
     /// Step on the first update above this offset, ns (0 = never).
     #[arg(long, default_value_t = ServoConfig::default().first_step_threshold_ns)]
     first_step_threshold_ns: i64,
-    /// Step whenever the offset exceeds this, ns (0 = never).
+    /// Above this offset after the first estimate the servo starts over
+    /// (UNLOCKED, re-estimates the frequency, then steps), as phc2sys -S;
+    /// ns (0 = never).
     #[arg(long, default_value_t = 0)]
     step_threshold_ns: i64,
     /// Caps the frequency correction, ppb (linuxptp's max_frequency; 0 = no
