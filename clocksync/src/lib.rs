@@ -10,7 +10,8 @@
 //! * [`source`]: the [`Clock`] / [`ReferenceClock`] traits
 //!   ([`source::traits`]), one file per source ([`source::system`],
 //!   [`source::phc`], [`source::sim`], [`source::exchange`]), and
-//!   [`SourceSpec`] ([`source::spec`]), the one place that knows them all.
+//!   [`SourceSpec`] ([`source::spec`]), the one place that knows them all;
+//!   [`source::oscillator`], a simulated separate machine's clock (tests).
 //! * [`servo`]: the algorithm trait, the state machine and factory, PI and
 //!   linreg: pure arithmetic.
 //! * [`global`]: the software clock with history, cheap to read.
@@ -36,6 +37,7 @@ pub use error::{ClockError, MessageError};
 pub use global::{ClockSnapshot, Conversion, GlobalClock, GlobalClockConfig};
 pub use servo::{Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
 pub use source::{
-    Clock, ErrorInjection, OffsetSample, ReferenceClock, SourceOptions, SourceSpec, SystemClock,
+    Clock, ErrorInjection, OffsetSample, Oscillator, OscillatorSpec, ReferenceClock, SourceOptions,
+    SourceSpec, SystemClock,
 };
 pub use worker::{StopFlag, Worker};
