@@ -63,6 +63,8 @@ struct Setup<'a> {
     chunks: usize,
     /// iperf3 at full speed from a to b on this port during the flow.
     load_port: Option<u16>,
+    /// Wait this long after both clocks locked before the flow starts.
+    settle: Duration,
 }
 
 fn spawn_agent(pair: &NetnsPair, ns: &str, host: &Host, s: &Setup<'_>) -> Proc {
@@ -104,7 +106,9 @@ fn traced_run(s: &Setup<'_>) -> Run {
     for p in [&mut a, &mut b] {
         p.wait_stderr("state=LOCKED", Duration::from_secs(30));
     }
+    // The load runs while the servos settle too, as on a busy host.
     let load = s.load_port.map(|port| iperf3_load(&pair, port));
+    std::thread::sleep(s.settle);
     tcp_flow(&pair, s.flow_port, s.chunks, 2000);
     if let Some((mut server, mut client)) = load {
         // Their exit status does not matter, only that they are gone.
@@ -251,6 +255,7 @@ fn default_setup<'a>(tag: &'a str, subnet: u8, clock: &'a str, port: u16) -> Set
         flow_port: port,
         chunks: 2000,
         load_port: None,
+        settle: Duration::ZERO,
     }
 }
 
@@ -366,7 +371,8 @@ fn clock_system_is_off_by_the_simulated_oscillators() {
 /// Run by bench/clock-e2e.sh (environment: `E2E_OSC_CLOCK` sink|system,
 /// `E2E_OSC_A`/`E2E_OSC_B` oscillator specs, `E2E_OSC_CHUNKS` paced writes
 /// of 2000 bytes 0.5 ms apart, `E2E_OSC_INTERVAL` s between clock updates,
-/// `E2E_OSC_LOAD=1` for iperf3 at full speed on the same veth).
+/// `E2E_OSC_SETTLE` s between lock and the flow, `E2E_OSC_LOAD=1` for
+/// iperf3 at full speed on the same veth, from the lock to the flow's end).
 #[test]
 #[ignore = "benchmark: bench/clock-e2e.sh runs it"]
 fn residual_bench() {
@@ -388,6 +394,9 @@ fn residual_bench() {
             .parse()
             .expect("E2E_OSC_CHUNKS"),
         load_port: load.then_some(5234),
+        settle: Duration::from_secs_f64(
+            env("E2E_OSC_SETTLE", "20").parse().expect("E2E_OSC_SETTLE"),
+        ),
     };
     let run = traced_run(&setup);
     let label = if load { "load" } else { "idle" };
