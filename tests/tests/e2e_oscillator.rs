@@ -224,8 +224,8 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// |x| p50, p99, max of `xs`, printed under `name`.
-fn report(name: &str, xs: impl Iterator<Item = i64>) -> (i64, i64, i64) {
+/// |x| p50, p99, max of `xs` (stamps sent `when`), printed under `name`.
+fn report(name: &str, when: &str, xs: impl Iterator<Item = i64>) -> (i64, i64, i64) {
     let mut abs: Vec<i64> = xs.map(i64::abs).collect();
     assert!(!abs.is_empty(), "{name}: nothing to measure");
     abs.sort_unstable();
@@ -235,7 +235,7 @@ fn report(name: &str, xs: impl Iterator<Item = i64>) -> (i64, i64, i64) {
         abs[abs.len() - 1],
     );
     println!(
-        "{name}: {} stamps after lock, |residual| p50 {} ns, p99 {} ns, max {} ns",
+        "{name}: {} stamps {when}, |residual| p50 {} ns, p99 {} ns, max {} ns",
         abs.len(),
         r.0,
         r.1,
@@ -327,6 +327,7 @@ fn clock_sink_learns_two_simulated_oscillators() {
         // oscillator the residual would be >= 2 ms.
         let (_, p99, max) = report(
             &format!("--clock sink, {} on {}", host.name, host.osc),
+            "after lock",
             res.pairs.iter().map(|p| p.0),
         );
         assert!(p99 < 20_000, "{}: p99 |residual| {p99} ns", host.name);
@@ -348,6 +349,7 @@ fn clock_system_is_off_by_the_simulated_oscillators() {
         assert!(res.clocks.iter().all(|c| c.source == 0), "source is system");
         report(
             &format!("--clock system, {} on {}", host.name, host.osc),
+            "after lock",
             res.pairs.iter().map(|p| p.0),
         );
         // The system clock runs on the oscillator: every global stamp is
@@ -400,18 +402,21 @@ fn residual_bench() {
     };
     let run = traced_run(&setup);
     let label = if load { "load" } else { "idle" };
+    let when = format!("from {}s after lock", setup.settle.as_secs_f64());
     let mut all = Vec::new();
     for host in &run.hosts {
         let res = residuals(&run, host);
         assert_eq!(res.unknown, 0, "{}", host.name);
         report(
             &format!("bench {label} --clock {clock} {} {}", host.name, host.osc),
+            &when,
             res.pairs.iter().map(|p| p.0),
         );
         all.extend(res.pairs.iter().map(|p| p.0));
     }
     report(
         &format!("bench {label} --clock {clock} both hosts"),
+        &when,
         all.into_iter(),
     );
 }
