@@ -43,6 +43,8 @@ Examples:
   tracer-agent --sink 10.0.0.2:7420 --probes tx,rx
   nsenter --net=/run/netns/client tracer-agent --sink 10.0.0.2:7420 --hostname client
   tracer-agent --sink 10.0.0.2:7420 --clock sink    # follow the sink's clock
+  tracer-agent --sink 10.0.0.2:7420 --clock sink --simulate-oscillator 3000000,50
+      # testing: this host's clock 3 ms ahead and 50 ppm fast; the sync must learn it
 
 (`ip netns exec` remounts /sys and hides the cgroup v2 mount: use nsenter.)
 
