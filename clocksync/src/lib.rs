@@ -10,7 +10,8 @@
 //! * [`source`]: the [`Clock`] / [`ReferenceClock`] traits
 //!   ([`source::traits`]), one file per source ([`source::system`],
 //!   [`source::phc`], [`source::sim`], [`source::exchange`]), and
-//!   [`SourceSpec`] ([`source::spec`]), the one place that knows them all.
+//!   [`SourceSpec`] ([`source::spec`]), the one place that knows them all;
+//!   [`source::oscillator`], a simulated separate machine's clock (tests).
 //! * [`servo`]: the algorithm trait, the state machine and factory, PI and
 //!   linreg: pure arithmetic.
 //! * [`limit`]: each clock's own frequency limit ([`FrequencyLimit`]), the
@@ -40,6 +41,7 @@ pub use global::{ClockSnapshot, Conversion, GlobalClock, GlobalClockConfig};
 pub use limit::FrequencyLimit;
 pub use servo::{PiGains, Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
 pub use source::{
-    Clock, ErrorInjection, OffsetSample, ReferenceClock, SourceOptions, SourceSpec, SystemClock,
+    Clock, ErrorInjection, OffsetSample, Oscillator, OscillatorSpec, ReferenceClock, SourceOptions,
+    SourceSpec, SystemClock,
 };
 pub use worker::{StopFlag, Worker};

@@ -8,8 +8,8 @@ use clocksync::exchange::{
 };
 use clocksync::source::RealtimeToMono;
 use clocksync::{
-    measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, ReferenceClock,
-    Servo, ServoConfig, ServoKind, SystemClock, Worker,
+    measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, OscillatorSpec,
+    ReferenceClock, Servo, ServoConfig, ServoKind, SystemClock, Worker,
 };
 
 /// A responder on loopback; dropping it stops it.
@@ -119,6 +119,53 @@ fn disciplined_to_the_sink_through_the_exchange() {
     );
     let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
     let g = clock.to_global_ns(truth.base_ns).unwrap() as i64;
+    let err = g - truth.target_ns as i64;
+    assert!(err.abs() < 50_000, "global clock off by {err} ns");
+}
+
+#[test]
+fn an_oscillator_reaches_the_servo_through_the_exchange_and_is_learned() {
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+    let osc = OscillatorSpec::new(3_000_000, 50.0).start_now().unwrap();
+    let cfg = ExchangeConfig {
+        oscillator: Some(osc.clone()),
+        burst: 8,
+        ..Default::default()
+    };
+    let mut client = ExchangeClient::connect(r.addr, cfg).unwrap();
+    // The raw sample already carries the distortion: the exchange measures
+    // the sink's clock against this host's local (oscillator) time.
+    let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+    let s = client.sample().unwrap();
+    let seen = s.ref_minus_mono_ns() - truth.offset_ns();
+    assert!(
+        (seen + 3_000_000).abs() < 50_000,
+        "the exchange should see the local clock 3 ms ahead, saw {seen} ns"
+    );
+    let clock = GlobalClock::default();
+    let servo_cfg = ServoConfig {
+        interval_s: 0.05,
+        ..Default::default()
+    };
+    let mut d = Discipline::new(client, Servo::new(ServoKind::Pi, servo_cfg), clock.clone());
+    let mut last = None;
+    for _ in 0..30 {
+        last = Some(d.tick().unwrap());
+        d.wait(std::time::Duration::from_millis(50));
+    }
+    let last = last.unwrap();
+    assert!(last.state.is_locked(), "{last:?}");
+    // The local clock runs 50 ppm fast: the servo slows the map by about
+    // as much (still settling after 1.5 s at this interval; a cancelled
+    // distortion would leave it near 0).
+    assert!(
+        (last.freq_ppb + 50_000.0).abs() < 10_000.0,
+        "servo frequency {} ppb, expected about -50000",
+        last.freq_ppb
+    );
+    // A local reading converts to the true TAI instant.
+    let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+    let g = clock.to_global_ns(osc.local_ns(truth.base_ns)).unwrap() as i64;
     let err = g - truth.target_ns as i64;
     assert!(err.abs() < 50_000, "global clock off by {err} ns");
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use clocksync::{ServoKind, SourceSpec};
+use clocksync::{OscillatorSpec, ServoKind, SourceSpec};
 use tracer_agent::clock::ClockConfig;
 use tracer_agent::filter::FlowFilter;
 use tracer_agent::pipeline::AgentIdentity;
@@ -43,6 +43,8 @@ Examples:
   tracer-agent --sink 10.0.0.2:7420 --probes tx,rx
   nsenter --net=/run/netns/client tracer-agent --sink 10.0.0.2:7420 --hostname client
   tracer-agent --sink 10.0.0.2:7420 --clock sink    # follow the sink's clock
+  tracer-agent --sink 10.0.0.2:7420 --clock sink --simulate-oscillator 3000000,50
+      # testing: this host's clock 3 ms ahead and 50 ppm fast; the sync must learn it
 
 (`ip netns exec` remounts /sys and hides the cgroup v2 mount: use nsenter.)
 
@@ -196,6 +198,40 @@ struct Cli {
     )]
     inject_clock_drift_ppm: f64,
 
+    /// TESTING / DEMO ONLY: behave as a separate machine whose clock is a
+    /// simulated oscillator, so hosts that are namespaces of one kernel
+    /// (sharing one clock) get clocks that really differ. SPEC is
+    /// `offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]`: the local
+    /// clock reads `t + offset + drift·elapsed + ∫wander + noise` at true
+    /// CLOCK_MONOTONIC t; the wander is a seeded random walk of the
+    /// frequency (a Gaussian step of wander_ppb_per_s each second, bounded
+    /// at 60 steps), the noise is white, drawn per reading (default seed 1).
+    /// Every stamp the agent sees goes through it: the probes' raw stamps
+    /// (sent on the wire as this clock read them), skb RX stamps, the clock
+    /// exchange's kernel stamps and the clock sources' readings. So
+    /// `--clock system` is off by the distortion and `--clock sink` must
+    /// learn it. Unlike --inject-clock-*, it moves CLOCK_MONOTONIC too.
+    /// See docs/clock-model.md.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        help_heading = "Testing options",
+        allow_hyphen_values = true
+    )]
+    simulate_oscillator: Option<OscillatorSpec>,
+
+    /// TESTING ONLY, with --simulate-oscillator: write every event stamp's
+    /// local (as sent) and true value to FILE, one `m|r LOCAL TRUE` line
+    /// each (m: CLOCK_MONOTONIC, r: CLOCK_REALTIME), to measure the events'
+    /// true error. The truth never goes on the wire.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Testing options",
+        requires = "simulate_oscillator"
+    )]
+    oscillator_truth: Option<PathBuf>,
+
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
     btf: PathBuf,
@@ -331,6 +367,8 @@ fn real_main() -> anyhow::Result<()> {
             inject_offset_ns: cli.inject_clock_offset_ns,
             inject_drift_ppm: cli.inject_clock_drift_ppm,
             hw_iface: cli.clock_hw_iface,
+            oscillator: cli.simulate_oscillator,
+            truth_log: cli.oscillator_truth,
         },
     };
     let stats = run(&cfg, stop)?;
@@ -382,6 +420,28 @@ mod tests {
         assert!(
             msg.contains(&format!("known probes are {}", known_probe_names())),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn simulate_oscillator_is_parsed_and_documented() {
+        assert!(parse(&[]).unwrap().simulate_oscillator.is_none());
+        let c = parse(&["--simulate-oscillator", "-2000000,-30,5,20"]).unwrap();
+        let o = c.simulate_oscillator.unwrap();
+        assert_eq!(
+            (o.offset_ns, o.drift_ppm, o.noise_ns),
+            (-2_000_000, -30.0, 20.0)
+        );
+        let e = parse(&["--simulate-oscillator", "1,5000"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(e.to_string().contains("drift_ppm"), "{e}");
+        // The truth log needs an oscillator.
+        let e = parse(&["--oscillator-truth", "/tmp/x"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        let help = Cli::command().render_long_help().to_string();
+        assert!(
+            help.contains("offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]"),
+            "{help}"
         );
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::OpenObject;
 
-use crate::clock::{AgentClock, ClockConfig};
+use crate::clock::{AgentClock, ClockConfig, ClockSetupError, LocalTime};
 use crate::filter::FlowFilter;
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
@@ -91,7 +91,7 @@ pub enum AgentError {
         /// The --clock choice.
         spec: Box<clocksync::SourceSpec>,
         /// Why.
-        source: clocksync::ClockError,
+        source: ClockSetupError,
     },
     /// The network namespace to trace could not be read.
     #[error("reading network namespace {path}")]
@@ -147,10 +147,11 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             source,
         })?;
     let max_payload = transport.max_payload();
-    let mut clock = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
-        spec: Box::new(cfg.clock.choice.clone()),
-        source,
-    })?;
+    let (mut clock, mut local) =
+        AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
+            spec: Box::new(cfg.clock.choice.clone()),
+            source,
+        })?;
     let pipeline = RefCell::new(Pipeline::new(
         &cfg.identity,
         transport,
@@ -199,7 +200,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     while !stop.load(Ordering::Relaxed) {
         sleep_unless_stopped(wait, stop);
         // A backlog past a quarter of a ring: come back soon.
-        wait = match drain(&mut probes, &mut p, &conv) {
+        wait = match drain(&mut probes, &mut p, &conv, &mut local) {
             Some(backlog) if backlog > u64::from(cfg.slots_per_cpu / 4) => BUSY_POLL,
             _ => cfg.poll_interval,
         };
@@ -233,9 +234,10 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     for probe in &mut probes {
         probe.detach();
     }
-    drain(&mut probes, &mut p, &conv);
+    drain(&mut probes, &mut p, &conv, &mut local);
     update_counters(&probes, &mut p);
     p.flush();
+    local.flush();
     let stats = p.stats.clone();
     for probe in &probes {
         tracing::info!(
@@ -263,16 +265,27 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
     }
 }
 
-/// The pipeline seen by a probe's drain: events converted with one clock
-/// snapshot, bad records counted.
+/// The pipeline seen by a probe's drain: raw stamps read as this host's
+/// clock reads them, events converted with one clock snapshot, bad records
+/// counted.
 struct ToPipeline<'a> {
     p: &'a mut Pipeline<UdpTransport>,
     conv: &'a crate::clock::Converter,
-    /// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns.
+    local: &'a mut LocalTime,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns. The same for local stamps:
+    /// a simulated oscillator shifts both clocks alike.
     realtime_offset_ns: i64,
 }
 
 impl Collector for ToPipeline<'_> {
+    fn local_mono(&mut self, raw_ns: u64) -> u64 {
+        self.local.mono(raw_ns)
+    }
+
+    fn local_realtime(&mut self, raw_ns: u64) -> u64 {
+        self.local.realtime(raw_ns, self.realtime_offset_ns)
+    }
+
     fn global_ns(&self, mono_ns: u64) -> u64 {
         self.conv.to_global_ns(mono_ns)
     }
@@ -311,6 +324,7 @@ fn drain(
     probes: &mut [Box<dyn Probe + '_>],
     p: &mut Pipeline<UdpTransport>,
     conv: &crate::clock::Converter,
+    local: &mut LocalTime,
 ) -> Option<u64> {
     let mut backlog = None;
     let realtime_offset_ns = realtime_offset_ns();
@@ -318,6 +332,7 @@ fn drain(
         match probe.drain(&mut ToPipeline {
             p,
             conv,
+            local,
             realtime_offset_ns,
         }) {
             Ok(Drained {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use clocksync::{
-    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, PiGains, Servo, ServoConfig,
-    ServoKind, SourceOptions, SourceSpec,
+    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, OscillatorSpec, PiGains, Servo,
+    ServoConfig, ServoKind, SourceOptions, SourceSpec,
 };
 
 /// nettrace clock sync: discipline a software global clock to a source and
@@ -72,6 +72,11 @@ struct Args {
     /// Test only: and drift by this much, ppm.
     #[arg(long, default_value_t = 0.0)]
     inject_clock_drift_ppm: f64,
+    /// Test only: read every clock as a machine on a simulated oscillator
+    /// would (offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]; see
+    /// tracer-agent --help): the servo must learn it.
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
+    simulate_oscillator: Option<OscillatorSpec>,
     /// With `--source sink:IP:PORT`: use this interface's NIC hardware
     /// stamps instead of kernel software stamps.
     #[arg(long, value_name = "IFACE")]
@@ -114,6 +119,10 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .source
         .open(&SourceOptions {
             injection,
+            oscillator: args
+                .simulate_oscillator
+                .map(OscillatorSpec::start_now)
+                .transpose()?,
             reads: args.reads,
             hw_iface: args.hw_iface.clone(),
         })

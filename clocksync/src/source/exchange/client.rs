@@ -15,6 +15,7 @@ use crate::source::exchange::socket::{
 use crate::source::exchange::stamps::{min_delay, Exchange};
 use crate::source::exchange::stats::ExchangeStats;
 use crate::source::inject::{inject, ErrorInjection};
+use crate::source::oscillator::Oscillator;
 use crate::source::realtime::RealtimeMonoTracker;
 use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
 
@@ -30,6 +31,10 @@ pub struct ExchangeConfig {
     pub timeout: Duration,
     /// Test-only clock error of this host's realtime clock.
     pub injection: Option<ErrorInjection>,
+    /// Test-only simulated oscillator of this host: t1 and t4 become what
+    /// a machine running on it would have stamped, before the servo sees
+    /// them.
+    pub oscillator: Option<Oscillator>,
     /// Kernel or user-space stamps.
     pub mode: StampMode,
     /// Accept answers from a responder whose clock is not locked.
@@ -49,6 +54,7 @@ impl Default for ExchangeConfig {
             burst_gap: Duration::ZERO,
             timeout: Duration::from_millis(200),
             injection: None,
+            oscillator: None,
             mode: StampMode::Kernel,
             accept_unsynced: false,
             warmup: true,
@@ -128,7 +134,8 @@ impl ExchangeClient {
         &self.last
     }
 
-    /// One exchange: four stamps, t1/t4 on this host's CLOCK_MONOTONIC.
+    /// One exchange: four stamps, t1/t4 on this host's CLOCK_MONOTONIC (as
+    /// its simulated oscillator reads it, if it has one).
     pub fn exchange_once(&mut self) -> Result<Exchange, ClockError> {
         let r = self.try_exchange();
         match &r {
@@ -153,13 +160,21 @@ impl ExchangeClient {
             p.refresh()?;
         }
         let phc_map = self.phc_map.as_ref();
-        let to_mono = |stamp: u64| match phc_map {
-            // A PHC stamp does not depend on this host's realtime clock.
-            Some(p) => p.to_mono(stamp),
-            None => {
-                let approx_mono = map.to_mono(stamp);
-                map.to_mono_injected(inject(inj.as_ref(), stamp, approx_mono), inj.as_ref())
-            }
+        let osc = self.cfg.oscillator.as_ref();
+        let to_mono = |stamp: u64| {
+            let mono = match phc_map {
+                // A PHC stamp does not depend on this host's realtime clock.
+                Some(p) => p.to_mono(stamp),
+                None => {
+                    let approx_mono = map.to_mono(stamp);
+                    map.to_mono_injected(inject(inj.as_ref(), stamp, approx_mono), inj.as_ref())
+                }
+            };
+            // On a simulated oscillator this host's clock reads the stamp's
+            // instant as the oscillator does, each stamp with its own noise.
+            // Unlike the realtime injection above, nothing here undoes it:
+            // the servo must learn it from the exchange.
+            osc.map_or(mono, |o| o.local_ns(mono))
         };
         // The reply leaves a stack the request has just warmed, while the
         // request itself would run through cache-cold code after the gap
@@ -220,6 +235,11 @@ impl Clock for ExchangeClient {
     fn now_ns(&mut self) -> Result<u64, ClockError> {
         let s = self.sample()?;
         let mono = now_ns(ClockId::Monotonic)?;
+        let mono = self
+            .cfg
+            .oscillator
+            .as_ref()
+            .map_or(mono, |o| o.local_ns(mono));
         Ok(s.ref_ns.wrapping_add(mono.wrapping_sub(s.mono_ns)))
     }
     fn name(&self) -> String {

@@ -32,6 +32,10 @@
 //! its [`crate::GlobalClock`]. The client applies the test-only
 //! [`crate::ErrorInjection`] to every realtime stamp and reading, which cancels
 //! out, as it must: the exchange does not depend on the client's realtime.
+//! A simulated oscillator ([`crate::Oscillator`], test-only) is different: it
+//! stands for the client's whole clock, so t1 and t4 are the instants its
+//! monotonic clock would read, each with its own noise, before any
+//! arithmetic; the servo then has to learn it, as on a second machine.
 //!
 //! With t1 (client TX), t2 (responder RX), t3 (responder TX), t4 (client RX):
 //! `offset = ((t2 - t1) + (t3 - t4)) / 2`, `delay = (t4 - t1) - (t3 - t2)`,
