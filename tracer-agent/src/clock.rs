@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use clocksync::{
     measure_offset, ClockError, ClockId, ClockReport, ClockSnapshot, Discipline, ErrorInjection,
-    GlobalClock, Oscillator, OscillatorSpec, ReferenceClock, Servo, ServoConfig, ServoKind,
-    ServoState, SourceOptions, SourceSpec, Worker,
+    FrequencyLimit, GlobalClock, Oscillator, OscillatorSpec, ReferenceClock, Servo, ServoConfig,
+    ServoKind, ServoState, SourceOptions, SourceSpec, Worker,
 };
 use tracer_codec::{ClockEvent, ClockSource, ClockState};
 
@@ -265,9 +265,16 @@ impl AgentClock {
             reads: 0,
             hw_iface: cfg.hw_iface.clone(),
         })?;
+        // As phc2sys does: the servo's clamp follows the clock's own limit.
+        let clock_max_freq_ppb = cfg
+            .choice
+            .max_freq_ppb()
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot read the clock's frequency limit; using the servo's fallback"))
+            .ok();
         let servo_cfg = ServoConfig {
             interval_s: cfg.interval.as_secs_f64(),
             hardware_timestamps: source.hardware_stamped(),
+            clock_max_freq_ppb,
             ..Default::default()
         };
         let global = GlobalClock::default();

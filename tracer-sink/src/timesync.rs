@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clocksync::exchange::{spawn_responder, ExchangeStats, PhcMap, Responder, StampMode};
 use clocksync::{
-    ClockError, Discipline, GlobalClock, ReferenceClock, Servo, ServoConfig, ServoKind,
-    SourceOptions, SourceSpec, Worker,
+    ClockError, Discipline, FrequencyLimit, GlobalClock, ReferenceClock, Servo, ServoConfig,
+    ServoKind, SourceOptions, SourceSpec, Worker,
 };
 
 /// Where and how the exchange responder answers.
@@ -83,9 +83,15 @@ impl ClockService {
                     spec: spec.to_string(),
                     source,
                 })?;
+        // As phc2sys does: the servo's clamp follows the clock's own limit.
+        let clock_max_freq_ppb = spec
+            .max_freq_ppb()
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot read the clock's frequency limit; using the servo's fallback"))
+            .ok();
         let cfg = ServoConfig {
             interval_s: interval.as_secs_f64(),
             hardware_timestamps: source.hardware_stamped(),
+            clock_max_freq_ppb,
             ..Default::default()
         };
         let clock = GlobalClock::default();
