@@ -1,0 +1,328 @@
+//! Several pcapng files merged into one stream in global-time order.
+//!
+//! The files may be a sink's rotated files, the files of several sinks, or
+//! both, given in any order. Each file is already nearly in time order
+//! (the sink writes through its own reorder window), so a k-way merge with
+//! a bounded window suffices: the next event is always read from the file
+//! that is furthest behind, and an event is released once every file still
+//! open has read past its timestamp plus the window. Memory is bounded by
+//! the events of one window (and by `max_held`), not by the trace.
+//! An event older than one already released is still delivered, and
+//! counted as late.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tracer_codec::{CaptureRecord, Event};
+
+use super::pcapng::{Block, PcapngReader};
+use super::{Ev, HostId, HostTable, Input};
+use crate::error::MatchError;
+
+/// Read buffer per file: small, since many rotated files may be open.
+const READ_BUF: usize = 64 << 10;
+
+/// How the files are merged.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeConfig {
+    /// An event is released once every open file has read this far past it.
+    pub reorder_window_ns: u64,
+    /// Most events held; past it the oldest is released at once (counted).
+    pub max_held: usize,
+}
+
+impl Default for MergeConfig {
+    fn default() -> Self {
+        MergeConfig {
+            reorder_window_ns: 100_000_000,
+            max_held: 2_000_000,
+        }
+    }
+}
+
+/// What reading the files met.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InputStats {
+    /// Files read.
+    pub files: Vec<String>,
+    /// Events read (every kind).
+    pub events: u64,
+    /// Events of the kinds the matcher uses (TX, RX, TCP, CLOCK).
+    pub used: u64,
+    /// Events released after a later one (out of order by more than the
+    /// window): still matched, but possibly after their partners.
+    pub late: u64,
+    /// Events released early because `max_held` was reached.
+    pub overflow: u64,
+    /// Frames whose capture record could not be decoded.
+    pub decode_errors: u64,
+    /// Frames with a zero global timestamp (skipped).
+    pub no_timestamp: u64,
+    /// Files that ended inside a block or held a bad one; what came
+    /// before was used. (file, what)
+    pub damaged_files: Vec<(String, String)>,
+    /// Most events held at once by the reorder window.
+    pub peak_held: usize,
+}
+
+/// An ISB total of one agent, from the file where it was largest.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AgentTotals {
+    /// Host of the agent.
+    pub host: HostId,
+    /// `isb_ifrecv`: events the sink received from it.
+    pub ifrecv: u64,
+    /// `isb_ifdrop`: events lost before the sink wrote them.
+    pub ifdrop: u64,
+}
+
+struct Source {
+    path: PathBuf,
+    reader: PcapngReader<BufReader<File>>,
+}
+
+struct Held {
+    ts: u64,
+    order: u64,
+    input: Input,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.ts, self.order) == (o.ts, o.order)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.ts, self.order).cmp(&(o.ts, o.order))
+    }
+}
+
+/// The merged stream.
+pub struct Merge {
+    cfg: MergeConfig,
+    sources: Vec<Source>,
+    /// Open sources by how far they have read (smallest first).
+    frontier: BinaryHeap<Reverse<(u64, usize)>>,
+    held: BinaryHeap<Reverse<Held>>,
+    order: u64,
+    released: u64,
+    hosts: HostTable,
+    totals: HashMap<u64, AgentTotals>,
+    stats: InputStats,
+}
+
+impl Merge {
+    /// Open every file (an error names the file that failed).
+    pub fn open(paths: &[PathBuf], cfg: MergeConfig) -> Result<Self, MatchError> {
+        let mut sources = Vec::with_capacity(paths.len());
+        for p in paths {
+            let f = File::open(p).map_err(|source| MatchError::Open {
+                path: p.clone(),
+                source,
+            })?;
+            sources.push(Source {
+                path: p.clone(),
+                reader: PcapngReader::new(BufReader::with_capacity(READ_BUF, f)),
+            });
+        }
+        let frontier = (0..sources.len()).map(|i| Reverse((0, i))).collect();
+        Ok(Merge {
+            cfg,
+            stats: InputStats {
+                files: paths.iter().map(|p| p.display().to_string()).collect(),
+                ..InputStats::default()
+            },
+            sources,
+            frontier,
+            held: BinaryHeap::new(),
+            order: 0,
+            released: 0,
+            hosts: HostTable::default(),
+            totals: HashMap::new(),
+        })
+    }
+
+    /// Hosts seen so far.
+    pub fn hosts(&self) -> &HostTable {
+        &self.hosts
+    }
+
+    /// What reading met so far.
+    pub fn stats(&self) -> &InputStats {
+        &self.stats
+    }
+
+    /// ISB totals per agent id (largest over the files: the sink's counts
+    /// are cumulative over its run, so its last file has them all).
+    pub fn agent_totals(&self) -> &HashMap<u64, AgentTotals> {
+        &self.totals
+    }
+
+    fn watermark(&self) -> u64 {
+        match self.frontier.peek() {
+            Some(Reverse((f, _))) => f.saturating_sub(self.cfg.reorder_window_ns),
+            None => u64::MAX,
+        }
+    }
+
+    /// The next event in global-time order; `None` when every file is read.
+    pub fn next_event(&mut self) -> Result<Option<Input>, MatchError> {
+        loop {
+            if let Some(Reverse(top)) = self.held.peek() {
+                let full = self.held.len() > self.cfg.max_held;
+                if top.ts <= self.watermark() || full {
+                    let Some(Reverse(h)) = self.held.pop() else {
+                        unreachable!("peeked")
+                    };
+                    if full && h.ts > self.watermark() {
+                        self.stats.overflow += 1;
+                    }
+                    if h.ts < self.released {
+                        self.stats.late += 1;
+                    } else {
+                        self.released = h.ts;
+                    }
+                    return Ok(Some(h.input));
+                }
+            }
+            let Some(Reverse((f, idx))) = self.frontier.pop() else {
+                if self.held.is_empty() {
+                    return Ok(None);
+                }
+                continue;
+            };
+            if let Some(input) = self.read_one(idx)? {
+                let ts = input.ts_ns;
+                self.frontier.push(Reverse((f.max(ts), idx)));
+                self.held.push(Reverse(Held {
+                    ts,
+                    order: self.order,
+                    input,
+                }));
+                self.order += 1;
+                self.stats.peak_held = self.stats.peak_held.max(self.held.len());
+            }
+        }
+    }
+
+    /// The next usable event of one file; `None` at its end (the file is
+    /// then closed: it is not pushed back on the frontier).
+    fn read_one(&mut self, idx: usize) -> Result<Option<Input>, MatchError> {
+        loop {
+            let src = &mut self.sources[idx];
+            let block = match src.reader.next_block() {
+                Ok(Some(b)) => b,
+                Ok(None) => return Ok(None),
+                Err(e @ (MatchError::Truncated { .. } | MatchError::BadBlock { .. })) => {
+                    let path = src.path.display().to_string();
+                    tracing::warn!(file = %path, error = %e, "stopped reading this file; the events before this point are used");
+                    self.stats.damaged_files.push((path, e.to_string()));
+                    return Ok(None);
+                }
+                Err(e) => {
+                    return Err(MatchError::InFile {
+                        path: src.path.clone(),
+                        source: Box::new(e),
+                    })
+                }
+            };
+            match block {
+                Block::Packet { data, ts_ns, .. } => {
+                    self.stats.events += 1;
+                    let Ok(cap) = CaptureRecord::decode(data) else {
+                        self.stats.decode_errors += 1;
+                        continue;
+                    };
+                    let ev = match cap.record.decode() {
+                        Ok(Event::Tx(e)) => Ev::Tx(e),
+                        Ok(Event::Rx(e)) => Ev::Rx(e),
+                        Ok(Event::Tcp(e)) => Ev::Tcp(e),
+                        Ok(Event::Clock(e)) => Ev::Clock(e),
+                        Ok(_) => Ev::Other,
+                        Err(_) => {
+                            self.stats.decode_errors += 1;
+                            continue;
+                        }
+                    };
+                    let ts = match &ev {
+                        Ev::Tx(e) => e.global_ns,
+                        Ev::Rx(e) => e.global_ns,
+                        Ev::Tcp(e) => e.global_ns,
+                        Ev::Clock(e) => e.global_ns,
+                        Ev::Other => 0,
+                    };
+                    let ts = if ts == 0 { ts_ns } else { ts };
+                    if ts == 0 {
+                        self.stats.no_timestamp += 1;
+                        continue;
+                    }
+                    if !matches!(ev, Ev::Other) {
+                        self.stats.used += 1;
+                    }
+                    let host = self.hosts.intern(cap.agent_id, cap.host);
+                    return Ok(Some(Input {
+                        ts_ns: ts,
+                        host,
+                        agent_id: cap.agent_id,
+                        event_seq: cap.event_seq,
+                        clock_source: cap.clock_source,
+                        ev,
+                    }));
+                }
+                Block::Stats {
+                    iface,
+                    ifrecv,
+                    ifdrop,
+                } => {
+                    let Some(i) = src.reader.interfaces().get(iface as usize) else {
+                        continue;
+                    };
+                    let (name, agent) = (i.name.clone(), i.agent_id);
+                    let Some(agent) = agent else { continue };
+                    let host = self.hosts.intern(agent, &name);
+                    let t = self.totals.entry(agent).or_insert(AgentTotals {
+                        host,
+                        ..AgentTotals::default()
+                    });
+                    t.ifrecv = t.ifrecv.max(ifrecv.unwrap_or(0));
+                    t.ifdrop = t.ifdrop.max(ifdrop.unwrap_or(0));
+                }
+                Block::Other => {}
+            }
+        }
+    }
+}
+
+/// The `.pcapng` files named: files as given, directories expanded to
+/// the `.pcapng` files inside (sorted by name).
+pub fn expand_inputs(args: &[PathBuf]) -> Result<Vec<PathBuf>, MatchError> {
+    let mut out = Vec::new();
+    for a in args {
+        if Path::new(a).is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(a)
+                .map_err(|source| MatchError::Open {
+                    path: a.clone(),
+                    source,
+                })?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+                .collect();
+            v.sort();
+            out.extend(v);
+        } else {
+            out.push(a.clone());
+        }
+    }
+    Ok(out)
+}
