@@ -294,6 +294,8 @@ pub fn build(
             }
         })
         .collect::<Vec<_>>();
+    let mut host_reports = host_reports;
+    host_reports.sort_by(|a, b| a.name.cmp(&b.name));
 
     let mut dirs: Vec<&Direction> = m.dirs.values().collect();
     dirs.sort_by_key(|d| (name(d.sender), d.receiver.map(name)));

@@ -74,9 +74,13 @@ pub struct SynthConfig {
     pub rto_ns: u64,
     /// Each host's `--sample-every` (its TX as sender, its RX as receiver).
     pub sample_every: [u32; 2],
-    /// Each host loses one event in this many on the way to the sink
-    /// (its event number is skipped; 0: none).
-    pub drop_event_one_in: [u64; 2],
+    /// Each host loses events on the way to the sink (their numbers are
+    /// skipped, as a lost datagram's): of every `.0` events the last `.1`
+    /// (`.0` = 0: none).
+    pub drop_events: [(u64, u64); 2],
+    /// Each host's agent loses events before numbering them (ring
+    /// overruns: only the ISB total tells): of every `.0` the last `.1`.
+    pub ring_losses: [(u64, u64); 2],
     /// True time of the first send, ns.
     pub start_ns: u64,
     /// Initial sequence number of each direction.
@@ -102,7 +106,8 @@ impl Default for SynthConfig {
             lose_one_in: 0,
             rto_ns: 300_000,
             sample_every: [1, 1],
-            drop_event_one_in: [0, 0],
+            drop_events: [(0, 0), (0, 0)],
+            ring_losses: [(0, 0), (0, 0)],
             start_ns: 1_700_000_000_000_000_000,
             isn: [1_000_000, 3_000_000_000],
         }
@@ -150,6 +155,8 @@ pub struct Synth {
     now: u64,
     rcv: [Rcv; 2],
     next_seq: [u64; 2],
+    /// Events produced per host, numbered or not.
+    produced: [u64; 2],
     /// Events lost on the way, per host.
     pub dropped: [u64; 2],
     /// Events delivered, per host.
@@ -201,6 +208,7 @@ impl Synth {
             now: 0,
             rcv: Default::default(),
             next_seq: [0, 0],
+            produced: [0, 0],
             dropped: [0, 0],
             delivered: [0, 0],
             max_skew: cfg
@@ -479,10 +487,17 @@ impl Iterator for Synth {
                 .is_some_and(|Reverse((ts, ..))| *ts < safe || self.actions.is_empty());
             if ready {
                 let Reverse((ts, _, h, EvBox(ev))) = self.out.pop()?;
-                let n = self.cfg.drop_event_one_in[h];
+                let (every, burst) = self.cfg.ring_losses[h];
+                let k = self.produced[h];
+                self.produced[h] += 1;
+                if every > 0 && k % every >= every.saturating_sub(burst) {
+                    self.dropped[h] += 1;
+                    continue;
+                }
+                let (every, burst) = self.cfg.drop_events[h];
                 let seq = self.next_seq[h];
                 self.next_seq[h] += 1;
-                if n > 0 && seq % n == n - 1 {
+                if every > 0 && seq % every >= every.saturating_sub(burst) {
                     self.dropped[h] += 1;
                     continue;
                 }

@@ -85,15 +85,25 @@ struct Source {
     reader: PcapngReader<BufReader<File>>,
 }
 
+/// An event held for reordering. Equal timestamps are ordered by agent
+/// and event number, so the stream does not depend on how the events were
+/// cut into files.
 struct Held {
     ts: u64,
-    order: u64,
+    agent: u64,
+    seq: u64,
     input: Input,
+}
+
+impl Held {
+    fn key(&self) -> (u64, u64, u64) {
+        (self.ts, self.agent, self.seq)
+    }
 }
 
 impl PartialEq for Held {
     fn eq(&self, o: &Self) -> bool {
-        (self.ts, self.order) == (o.ts, o.order)
+        self.key() == o.key()
     }
 }
 impl Eq for Held {}
@@ -104,7 +114,7 @@ impl PartialOrd for Held {
 }
 impl Ord for Held {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.ts, self.order).cmp(&(o.ts, o.order))
+        self.key().cmp(&o.key())
     }
 }
 
@@ -115,7 +125,6 @@ pub struct Merge {
     /// Open sources by how far they have read (smallest first).
     frontier: BinaryHeap<Reverse<(u64, usize)>>,
     held: BinaryHeap<Reverse<Held>>,
-    order: u64,
     released: u64,
     hosts: HostTable,
     totals: HashMap<u64, AgentTotals>,
@@ -146,7 +155,6 @@ impl Merge {
             sources,
             frontier,
             held: BinaryHeap::new(),
-            order: 0,
             released: 0,
             hosts: HostTable::default(),
             totals: HashMap::new(),
@@ -207,10 +215,10 @@ impl Merge {
                 self.frontier.push(Reverse((f.max(ts), idx)));
                 self.held.push(Reverse(Held {
                     ts,
-                    order: self.order,
+                    agent: input.agent_id,
+                    seq: input.event_seq,
                     input,
                 }));
-                self.order += 1;
                 self.stats.peak_held = self.stats.peak_held.max(self.held.len());
             }
         }
