@@ -167,6 +167,18 @@ fn nice(v: f64) -> f64 {
     10.0 * p
 }
 
+/// An axis label in µs with no more digits than it needs.
+fn axis_us(ns: f64) -> String {
+    let us = ns / 1000.0;
+    if us == 0.0 || us >= 10.0 {
+        format!("{us:.0}")
+    } else if us >= 1.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.2}")
+    }
+}
+
 /// The lives of the slowest packets: one row each, each gap a segment.
 fn timeline(lives: &[LifeReport]) -> String {
     if lives.is_empty() {
@@ -196,9 +208,9 @@ fn timeline(lives: &[LifeReport]) -> String {
         if k % 2 == 0 {
             let _ = write!(
                 s,
-                "<text x=\"{xx:.1}\" y=\"{}\" text-anchor=\"middle\">{:.1}</text>",
+                "<text x=\"{xx:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
                 top - 8.0,
-                v / 1000.0
+                axis_us(v)
             );
         }
     }

@@ -1,0 +1,232 @@
+//! End to end with the real kernel: two hosts (namespaces a = "client",
+//! b = "server"), each with `tracer-agent --probes tx,rx`, one sink, a TCP
+//! connection carrying data both ways (the server echoes what it reads).
+//! `nettrace-match --json` over the sink's files must match nearly every
+//! sender skb in both directions, find no causality violation (both agents
+//! read the one clock of this kernel) and prove an offset interval that
+//! contains 0. The sink rotates its files; the same events concatenated
+//! into one file must give the same report.
+//!
+//! The agents' clock flags are parameters of [`traced_pair`]: a test with
+//! simulated independent oscillators only passes other flags.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tracer_e2e::bins::bin;
+use tracer_e2e::netns::{in_netns, NetnsPair};
+use tracer_e2e::procs::{run, Proc};
+use tracer_e2e::scenario::{spawn_sink, stop_json, SINK_PORT};
+use tracer_e2e::skip::require_root;
+
+const PORT: u16 = 5601;
+const WRITES: usize = 300;
+const SIZE: usize = 16 << 10;
+
+/// An agent with the tx and rx probes in `ns`, named `host`.
+fn spawn_agent(pair: &NetnsPair, ns: &str, host: &str, extra: &[&str]) -> Proc {
+    let mut cmd = NetnsPair::exec(ns, &bin("tracer-agent"));
+    cmd.args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
+        .args(["--probes", "tx,rx", "--hostname", host, "--json"])
+        .args(extra);
+    let mut agent = Proc::spawn(host, cmd);
+    agent.wait_stderr("rx probe attached", Duration::from_secs(30));
+    agent
+}
+
+/// A client in a writes WRITES chunks to a server in b, which echoes each
+/// byte back; the client reads the echo. Returns the client's address.
+fn echo_flow(pair: &NetnsPair) -> SocketAddr {
+    let addr = SocketAddr::from((pair.addr_b, PORT));
+    let listener = in_netns(NetnsPair::path(&pair.b), "match-server", move || {
+        TcpListener::bind(addr).unwrap()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut total = 0;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    s.write_all(&buf[..n]).unwrap();
+                    total += n;
+                }
+            }
+        }
+        total
+    });
+    let client = in_netns(NetnsPair::path(&pair.a), "match-client", move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        let mut r = c.try_clone().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 << 10];
+            let mut got = 0;
+            while got < WRITES * SIZE {
+                match r.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                }
+            }
+            got
+        });
+        let data = vec![0x6du8; SIZE];
+        for _ in 0..WRITES {
+            c.write_all(&data).unwrap();
+            std::thread::sleep(Duration::from_micros(700));
+        }
+        assert_eq!(reader.join().unwrap(), WRITES * SIZE);
+        let local = c.local_addr().unwrap();
+        // Let the last ACKs arrive before closing.
+        std::thread::sleep(Duration::from_millis(100));
+        local
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    assert_eq!(server.join().unwrap(), WRITES * SIZE);
+    client
+}
+
+/// Sink in b, agents in a and b (with `agent_args`), the echo flow, then
+/// everything stopped cleanly. Returns the sink's files.
+fn traced_pair(
+    pair: &NetnsPair,
+    out: &Path,
+    agent_args: &[&str],
+    sink_args: &[&str],
+) -> Vec<PathBuf> {
+    let mut sink = spawn_sink(pair, out, sink_args);
+    let mut client = spawn_agent(pair, &pair.a, "client", agent_args);
+    let mut server = spawn_agent(pair, &pair.b, "server", agent_args);
+    echo_flow(pair);
+    std::thread::sleep(Duration::from_millis(300));
+    for (who, a) in [("client", &mut client), ("server", &mut server)] {
+        let f = stop_json(a, libc::SIGINT);
+        assert_eq!(f["final"], true, "{who}: {f}");
+        assert_eq!(f["stats"]["ring_overruns"], 0, "{who}: {f}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let s = stop_json(&mut sink, libc::SIGTERM);
+    assert_eq!(s["datagrams_rejected"], 0, "{s}");
+    tracer_e2e::pcap::pcapng_files(out)
+}
+
+/// `nettrace-match --json` over `inputs`.
+fn match_json(inputs: &[PathBuf], extra: &[&str]) -> Value {
+    let mut cmd = std::process::Command::new(bin("nettrace-match"));
+    cmd.arg("--json").args(extra).args(inputs);
+    let (st, stdout, stderr) = run(cmd);
+    assert!(st.success(), "nettrace-match failed: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn direction<'a>(r: &'a Value, from: &str, to: &str) -> &'a Value {
+    r["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["sender"] == from && d["receiver"] == to)
+        .unwrap_or_else(|| panic!("no direction {from} → {to}: {}", r["directions"]))
+}
+
+#[test]
+fn sender_skbs_meet_their_receptions_on_one_clock() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrmt", 243).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let files = traced_pair(&pair, out.path(), &[], &["--rotate-size", "256K"]);
+    assert!(files.len() >= 3, "rotation made {} files", files.len());
+
+    let report = match_json(&files, &[]);
+    for (a, b) in [("client", "server"), ("server", "client")] {
+        let d = direction(&report, a, b);
+        let sent = d["sent"].as_u64().unwrap();
+        let matched = d["matched"].as_u64().unwrap();
+        // At least one TX skb per 16 KiB write (more when TSO cuts them).
+        assert!(
+            sent >= (WRITES / 2) as u64,
+            "{a} → {b}: only {sent} sender skbs: {d}"
+        );
+        assert!(
+            matched * 100 >= sent * 95,
+            "{a} → {b}: {matched} of {sent} sender skbs matched: {}",
+            d["unmatched"]
+        );
+        assert_eq!(
+            d["violations"]["count"], 0,
+            "{a} → {b}: {}",
+            d["violations"]
+        );
+        let ow = &d["one_way"];
+        assert!(ow["min_ns"].as_i64().unwrap() >= 0, "{ow}");
+        // veth between namespaces: microseconds, not milliseconds.
+        assert!(ow["p50_ns"].as_i64().unwrap() < 2_000_000, "{ow}");
+        // The receiver's stages were followed to the application's read.
+        let read = d["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["gap"] == "COPY→READ_DONE")
+            .unwrap();
+        assert!(
+            read["dist"]["count"].as_u64().unwrap_or(0) * 2 >= matched,
+            "{a} → {b}: few lives reach READ_DONE: {read}"
+        );
+    }
+    let pairs = report["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{}", report["pairs"]);
+    let p = &pairs[0];
+    assert_eq!(p["contains_zero"], true, "{p}");
+    assert_eq!(p["self_consistent"], true, "{p}");
+    eprintln!(
+        "offset interval [{}, {}] ns from {} + {} packets",
+        p["lo_ns"], p["hi_ns"], p["packets_a_to_b"], p["packets_b_to_a"]
+    );
+
+    // The rotated files' sections concatenated into one file: one input,
+    // the same events, the same report.
+    let one = out.path().join("all-in-one.pcapng.joined");
+    let mut joined = Vec::new();
+    for f in &files {
+        joined.extend(std::fs::read(f).unwrap());
+    }
+    std::fs::write(&one, joined).unwrap();
+    let single = match_json(&[one], &[]);
+    let strip = |mut v: Value| {
+        v["input"]["files"] = Value::Null;
+        v["input"]["peak_held"] = Value::Null;
+        v
+    };
+    assert_eq!(
+        strip(single),
+        strip(report.clone()),
+        "one file differs from the rotated files"
+    );
+
+    // The HTML report is written and self-contained.
+    let html = std::env::var_os("NETTRACE_MATCH_HTML")
+        .map_or_else(|| out.path().join("report.html"), PathBuf::from);
+    let mut cmd = std::process::Command::new(bin("nettrace-match"));
+    cmd.arg("--html").arg(&html).args(&files);
+    let (st, stdout, stderr) = run(cmd);
+    assert!(st.success(), "{stderr}");
+    assert!(stdout.contains("client → server"), "{stdout}");
+    eprintln!("{stdout}");
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.contains("<svg") && text.contains("slowest packets"));
+    assert!(
+        !text.contains("src=") && !text.contains("<link") && !text.contains("<script"),
+        "the report must need nothing from outside"
+    );
+}
