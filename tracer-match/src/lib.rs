@@ -12,6 +12,7 @@
 //! not grow with the trace.
 
 pub mod error;
+pub mod fasthash;
 pub mod flow;
 pub mod hist;
 pub mod html;

@@ -21,14 +21,15 @@
 //! - A transmission is decided `window` after it was sent (on the global
 //!   axis): by then every RX skb within ±window has been read.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use tracer_codec::{ClockEvent, RxEvent, RxStage, TcpAnomaly, TcpEvent, TxEvent, TxStage};
 
+use crate::fasthash::FastMap;
 use crate::flow::{FlowKey, SeqUnwrap};
 use crate::input::{Ev, HostId, Input};
 use crate::lifetime::{Life, Stage, STAGES};
-use crate::receiver::RxFlow;
+use crate::receiver::{RxFlow, RxSkb};
 use crate::sample;
 use crate::stats::{Direction, HostStats, Reason, TopN};
 
@@ -168,21 +169,21 @@ pub struct Matcher {
     cfg: MatchConfig,
     threshold: u64,
     now: u64,
-    flows: HashMap<FlowKey, FlowState>,
-    tx: HashMap<TxKey, TxSkb>,
+    flows: FastMap<FlowKey, FlowState>,
+    tx: FastMap<TxKey, TxSkb>,
     tx_evict: VecDeque<(u64, TxKey)>,
     pending: VecDeque<Attempt>,
     /// Id of `pending[0]` (ids are consecutive).
     front_id: u64,
     next_rx_id: u64,
     /// Address -> the host receiving on it (seen as an RX destination).
-    owners: HashMap<([u8; 16], bool), HostId>,
-    baselines: HashMap<(HostId, HostId), Baseline>,
+    owners: FastMap<([u8; 16], bool), HostId>,
+    baselines: FastMap<(HostId, HostId), Baseline>,
     last_sweep: u64,
     /// Per host.
     pub(crate) hosts: Vec<HostStats>,
     /// Per direction.
-    pub(crate) dirs: HashMap<(HostId, Option<HostId>), Direction>,
+    pub(crate) dirs: FastMap<(HostId, Option<HostId>), Direction>,
     /// The slowest packets (first to last stage).
     pub(crate) slowest: TopN,
     /// Most transmissions and RX skbs held at once (memory witness).
@@ -197,17 +198,17 @@ impl Matcher {
             slowest: TopN::new(cfg.slowest),
             cfg,
             now: 0,
-            flows: HashMap::new(),
-            tx: HashMap::new(),
+            flows: FastMap::default(),
+            tx: FastMap::default(),
             tx_evict: VecDeque::new(),
             pending: VecDeque::new(),
             front_id: 0,
             next_rx_id: 0,
-            owners: HashMap::new(),
-            baselines: HashMap::new(),
+            owners: FastMap::default(),
+            baselines: FastMap::default(),
             last_sweep: 0,
             hosts: Vec::new(),
-            dirs: HashMap::new(),
+            dirs: FastMap::default(),
             peak_held: 0,
         }
     }
@@ -338,7 +339,9 @@ impl Matcher {
             return; // UDP has no sequence numbers and no TX events
         }
         let flow = FlowKey::new(e.family, &e.saddr, e.sport, &e.daddr, e.dport);
-        self.owners.insert((flow.dst, flow.v6), host);
+        if self.owners.get(&(flow.dst, flow.v6)) != Some(&host) {
+            self.owners.insert((flow.dst, flow.v6), host);
+        }
         let Some(stage) = e.stage() else { return };
         let data = e.end_seq != e.seq;
         if !data
@@ -453,26 +456,29 @@ impl Matcher {
                     .collect()
             })
             .unwrap_or_default();
-        let base = self
-            .baselines
-            .get(&(sender, receiver))
-            .map_or(0, Baseline::median);
-        let cost = |arrival: u64, t: u64| (arrival as i64 - t as i64 - base).unsigned_abs();
-        let mut best = None;
+        let mut best: Option<(u64, RxSkb)> = None;
         let mut candidates = 0;
         if let (Some(fs), Some(i)) = (fs, rx_i) {
-            for s in fs.rx[i].holding(a.b, lo, hi) {
-                if claimed.contains(&s.id) {
-                    continue;
-                }
-                candidates += 1;
-                let c = cost(s.arrival(), a.t);
-                // Closer to a later transmission of the same bytes: theirs.
-                if later.iter().any(|&t| cost(s.arrival(), t) < c) {
-                    continue;
-                }
-                if best.is_none_or(|(bc, _)| c < bc) {
-                    best = Some((c, *s));
+            let free = |s: &&RxSkb| !claimed.contains(&s.id);
+            candidates = fs.rx[i].holding(a.b, lo, hi).filter(free).count();
+            if candidates == 1 && later.is_empty() {
+                // The usual case: one RX skb, one transmission.
+                best = fs.rx[i].holding(a.b, lo, hi).find(free).map(|s| (0, *s));
+            } else if candidates > 0 {
+                let base = self
+                    .baselines
+                    .get(&(sender, receiver))
+                    .map_or(0, Baseline::median);
+                let cost = |arrival: u64, t: u64| (arrival as i64 - t as i64 - base).unsigned_abs();
+                for s in fs.rx[i].holding(a.b, lo, hi).filter(free) {
+                    let c = cost(s.arrival(), a.t);
+                    // Closer to a later transmission of the same bytes: theirs.
+                    if later.iter().any(|&t| cost(s.arrival(), t) < c) {
+                        continue;
+                    }
+                    if best.is_none_or(|(bc, _)| c < bc) {
+                        best = Some((c, *s));
+                    }
                 }
             }
         }

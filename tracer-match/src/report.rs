@@ -63,7 +63,7 @@ pub struct HostReport {
     /// Agent ids seen for it (hex).
     pub agents: Vec<String>,
     /// Events by kind.
-    pub events: HashMap<&'static str, u64>,
+    pub events: std::collections::BTreeMap<&'static str, u64>,
     /// First and last event, global ns.
     pub first_ns: Option<u64>,
     /// Last event, global ns.

@@ -3,8 +3,9 @@
 //! packets).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 
+use crate::fasthash::FastSet;
 use crate::flow::FlowKey;
 use crate::hist::Hist;
 use crate::input::HostId;
@@ -149,7 +150,7 @@ pub struct Direction {
     /// Receiving host.
     pub receiver: Option<HostId>,
     /// Flows seen.
-    pub flows: HashSet<FlowKey>,
+    pub flows: FastSet<FlowKey>,
     /// Sender skbs (transmissions: each SND_SW is one).
     pub attempts: u64,
     /// Of them, retransmissions.
@@ -182,7 +183,7 @@ impl Direction {
         Direction {
             sender,
             receiver,
-            flows: HashSet::new(),
+            flows: FastSet::default(),
             attempts: 0,
             retransmits: 0,
             matched: 0,

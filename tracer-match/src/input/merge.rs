@@ -92,7 +92,8 @@ struct Held {
     ts: u64,
     agent: u64,
     seq: u64,
-    input: Input,
+    /// Boxed: the heap moves its items, and an event is ~200 bytes.
+    input: Box<Input>,
 }
 
 impl Held {
@@ -201,7 +202,7 @@ impl Merge {
                     } else {
                         self.released = h.ts;
                     }
-                    return Ok(Some(h.input));
+                    return Ok(Some(*h.input));
                 }
             }
             let Some(Reverse((f, idx))) = self.frontier.pop() else {
@@ -217,7 +218,7 @@ impl Merge {
                     ts,
                     agent: input.agent_id,
                     seq: input.event_seq,
-                    input,
+                    input: Box::new(input),
                 }));
                 self.stats.peak_held = self.stats.peak_held.max(self.held.len());
             }

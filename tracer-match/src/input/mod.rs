@@ -50,7 +50,7 @@ pub struct Input {
 pub struct HostTable {
     names: Vec<String>,
     by_name: HashMap<String, HostId>,
-    by_agent: HashMap<u64, HostId>,
+    by_agent: crate::fasthash::FastMap<u64, HostId>,
     agents: Vec<Vec<u64>>,
 }
 
