@@ -11,7 +11,7 @@
 # written as the sink writes its files: SHB, one IDB per host, one EPB per
 # event whose payload is the codec's capture record (tracer-codec encodes
 # the records, pcap-file the blocks), ISBs at the end of each file, rotated
-# every 1 M events. About 5.5 events per TX skb and direction.
+# every 1 M events. About 4.9 events per TX skb and direction.
 #
 # Environment knobs: SMALL_SKBS (default 104000, ~1 M events), BIG_SKBS
 # (520000, ~5 M events), INTERVAL_NS (20000: 100 k TX skbs/s per direction,

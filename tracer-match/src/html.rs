@@ -441,9 +441,10 @@ pub fn render(r: &Report, charts: &Charts) -> String {
                 },
                 match p.claim_consistent {
                     Some(false) =>
-                        " — <span class=\"bad\">contradicts the agents' error estimates</span>",
-                    Some(true) => " — consistent with the agents' error estimates",
-                    None => "",
+                        " — <span class=\"bad\">contradicts the agents' error estimates</span>"
+                            .to_owned(),
+                    Some(true) => " — consistent with the agents' error estimates".to_owned(),
+                    None => format!(" — no claim to compare: {}", esc(p.claim_basis)),
                 }
             );
             s.push_str(&offset_line(p));

@@ -162,6 +162,8 @@ pub struct PairReport {
     /// The agents' own claim: |offset| <= a's + b's error estimate, ns
     /// (largest estimates once locked).
     pub claimed_bound_ns: Option<u64>,
+    /// Why there is a claimed bound, or why not.
+    pub claim_basis: &'static str,
     /// Does the claim overlap what the data prove? `false` means the
     /// clocks are worse than their agents say.
     pub claim_consistent: Option<bool>,
@@ -333,9 +335,21 @@ pub fn build(
                 .get(h as usize)
                 .and_then(|s| s.clock.max_locked_error_ns.or(s.clock.last_error_ns))
         };
-        let claimed = match (err(a), err(b)) {
-            (Some(x), Some(y)) => Some(x + y),
-            _ => None,
+        let source = |h: HostId| m.hosts.get(h as usize).and_then(|s| s.clock.source);
+        // Error estimates bound the pair's offset only when both clocks
+        // follow one reference: the sink's (`--clock sink`). On `system`
+        // or `phc` each estimate is against the host's own reference.
+        let sink = Some(ClockSource::Sink as u8);
+        let (claimed, claim_basis) = match (err(a), err(b)) {
+            (Some(x), Some(y)) if source(a) == sink && source(b) == sink => (
+                Some(x + y),
+                "both agents follow the sink's clock: |θ| ≤ the sum of their error estimates",
+            ),
+            (Some(_), Some(_)) => (
+                None,
+                "the agents' clocks follow their own references (system or PHC): their error estimates say nothing about the offset between them",
+            ),
+            _ => (None, "no clock error estimates in the trace"),
         };
         let claim_consistent = claimed.map(|c| {
             let c = c as i64;
@@ -353,6 +367,7 @@ pub fn build(
             contains_zero,
             self_consistent: lo.zip(hi).map(|(l, h)| l <= h),
             claimed_bound_ns: claimed,
+            claim_basis,
             claim_consistent,
         });
     }
