@@ -23,24 +23,27 @@ use tracer_e2e::scenario::{spawn_sink, stop_json, SINK_PORT};
 use tracer_e2e::skip::require_root;
 
 const PORT: u16 = 5601;
+/// The echo flow of the loss test.
+const LOSS_PORT: u16 = 5602;
 const WRITES: usize = 300;
 const SIZE: usize = 16 << 10;
 
-/// An agent with the tx and rx probes in `ns`, named `host`.
-fn spawn_agent(pair: &NetnsPair, ns: &str, host: &str, extra: &[&str]) -> Proc {
+/// An agent with `probes` (tx and rx at least) in `ns`, named `host`.
+fn spawn_agent(pair: &NetnsPair, ns: &str, host: &str, probes: &str, extra: &[&str]) -> Proc {
     let mut cmd = NetnsPair::exec(ns, &bin("tracer-agent"));
     cmd.args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
-        .args(["--probes", "tx,rx", "--hostname", host, "--json"])
+        .args(["--probes", probes, "--hostname", host, "--json"])
         .args(extra);
     let mut agent = Proc::spawn(host, cmd);
     agent.wait_stderr("rx probe attached", Duration::from_secs(30));
     agent
 }
 
-/// A client in a writes WRITES chunks to a server in b, which echoes each
-/// byte back; the client reads the echo. Returns the client's address.
-fn echo_flow(pair: &NetnsPair) -> SocketAddr {
-    let addr = SocketAddr::from((pair.addr_b, PORT));
+/// A client in a writes WRITES chunks to a server in b on `port`, which
+/// echoes each byte back; the client reads the echo. Returns the client's
+/// address.
+fn echo_flow(pair: &NetnsPair, port: u16) -> SocketAddr {
+    let addr = SocketAddr::from((pair.addr_b, port));
     let listener = in_netns(NetnsPair::path(&pair.b), "match-server", move || {
         TcpListener::bind(addr).unwrap()
     })
@@ -96,18 +99,22 @@ fn echo_flow(pair: &NetnsPair) -> SocketAddr {
     client
 }
 
-/// Sink in b, agents in a and b (with `agent_args`), the echo flow, then
-/// everything stopped cleanly. Returns the sink's files.
-fn traced_pair(
-    pair: &NetnsPair,
-    out: &Path,
-    agent_args: &[&str],
-    sink_args: &[&str],
-) -> Vec<PathBuf> {
-    let mut sink = spawn_sink(pair, out, sink_args);
-    let mut client = spawn_agent(pair, &pair.a, "client", agent_args);
-    let mut server = spawn_agent(pair, &pair.b, "server", agent_args);
-    echo_flow(pair);
+/// What runs: the agents' probes and extra flags (a clock, a simulated
+/// oscillator), the sink's flags, the echo flow's port.
+struct Setup<'a> {
+    probes: &'a str,
+    agent_args: &'a [&'a str],
+    sink_args: &'a [&'a str],
+    port: u16,
+}
+
+/// Sink in b, agents in a and b, the echo flow, then everything stopped
+/// cleanly. Returns the sink's files.
+fn traced_pair(pair: &NetnsPair, out: &Path, s: &Setup) -> Vec<PathBuf> {
+    let mut sink = spawn_sink(pair, out, s.sink_args);
+    let mut client = spawn_agent(pair, &pair.a, "client", s.probes, s.agent_args);
+    let mut server = spawn_agent(pair, &pair.b, "server", s.probes, s.agent_args);
+    echo_flow(pair, s.port);
     std::thread::sleep(Duration::from_millis(300));
     for (who, a) in [("client", &mut client), ("server", &mut server)] {
         let f = stop_json(a, libc::SIGINT);
@@ -145,7 +152,13 @@ fn sender_skbs_meet_their_receptions_on_one_clock() {
     }
     let pair = NetnsPair::create("ntrmt", 243).expect("creating namespaces");
     let out = tempfile::tempdir().unwrap();
-    let files = traced_pair(&pair, out.path(), &[], &["--rotate-size", "256K"]);
+    let setup = Setup {
+        probes: "tx,rx",
+        agent_args: &[],
+        sink_args: &["--rotate-size", "256K"],
+        port: PORT,
+    };
+    let files = traced_pair(&pair, out.path(), &setup);
     assert!(files.len() >= 3, "rotation made {} files", files.len());
 
     let report = match_json(&files, &[]);
@@ -228,5 +241,92 @@ fn sender_skbs_meet_their_receptions_on_one_clock() {
     assert!(
         !text.contains("src=") && !text.contains("<link") && !text.contains("<script"),
         "the report must need nothing from outside"
+    );
+}
+
+fn nft(ns: &str, rule: &str) -> String {
+    // `ip netns exec` for nft only: the agents need nsenter (see netns.rs).
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "nft"])
+        .args(rule.split(' '))
+        .output()
+        .expect("running nft (scripts/setup.sh installs nftables)");
+    assert!(
+        out.status.success(),
+        "nft {rule}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One client → server packet in 20 dropped by nftables on the server's
+/// input hook, which comes after the stack entry: each dropped skb reaches
+/// STACK_ENTRY (so it is matched, its life ends there) and its bytes are
+/// sent again. Each transmission must be paired with its own reception:
+/// a retransmission paired with the original's send (or the other way
+/// round) would show a one-way latency of a retransmission timeout.
+#[test]
+fn retransmissions_are_matched_as_separate_transmissions() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrmu", 244).expect("creating namespaces");
+    nft(&pair.b, "add table inet mt");
+    nft(
+        &pair.b,
+        "add chain inet mt input { type filter hook input priority 0 ; }",
+    );
+    let rule = format!("add rule inet mt input tcp dport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop");
+    nft(&pair.b, &rule);
+    let out = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        probes: "tx,rx,tcp",
+        agent_args: &[],
+        sink_args: &[],
+        port: LOSS_PORT,
+    };
+    let files = traced_pair(&pair, out.path(), &setup);
+    let counters = nft(&pair.b, "list chain inet mt input");
+    let dropped: u64 = counters
+        .split("packets ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {counters}"));
+    let report = match_json(&files, &[]);
+    let d = direction(&report, "client", "server");
+    eprintln!("dropped {dropped}; client → server: {d}");
+    let (sent, matched) = (d["sent"].as_u64().unwrap(), d["matched"].as_u64().unwrap());
+    let retx = d["retransmits"].as_u64().unwrap();
+    assert!(dropped > 3, "nftables dropped only {dropped} packets");
+    assert!(
+        retx > 0 && d["matched_retransmits"].as_u64().unwrap() > 0,
+        "{d}"
+    );
+    assert!(
+        matched * 100 >= sent * 95,
+        "{matched} of {sent} matched: {}",
+        d["unmatched"]
+    );
+    assert_eq!(d["violations"]["count"], 0);
+    // No transmission was paired with another one's reception.
+    let ow = &d["one_way"];
+    assert!(ow["max_ns"].as_i64().unwrap() < 20_000_000, "{ow}");
+    // The dropped ones reached STACK_ENTRY but not TCP_INPUT.
+    let tcp_input = d["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["gap"] == "STACK_ENTRY→TCP_INPUT")
+        .unwrap();
+    let with_tcp = tcp_input["dist"]["count"].as_u64().unwrap();
+    assert!(
+        with_tcp < matched,
+        "every matched life has TCP_INPUT despite {dropped} drops"
+    );
+    assert!(
+        report["hosts"][0]["retransmit_events"].as_u64().unwrap() > 0,
+        "{}",
+        report["hosts"]
     );
 }

@@ -514,7 +514,7 @@ impl Matcher {
         // byte only if no granule in between could hide an earlier one.
         let exact =
             |v: i64| sample::all_sampled(hash, tskey, (v as u32).wrapping_sub(1), threshold);
-        let app = fs.rx[i].app_stages(a.b, s.arrival(), exact);
+        let app = fs.rx[i].app_stages(a.b, &s, exact);
         let nz = |v: u64| (v != 0).then_some(v);
         let mut at = [None; STAGES];
         at[Stage::Sendmsg as usize] = a.sendmsg.map(|(t, _)| t);

@@ -186,33 +186,44 @@ impl RxFlow {
             .filter(move |s| s.start <= b && (lo_ns..=hi_ns).contains(&s.arrival()))
     }
 
-    /// The socket-level stages of byte `b`, which reached the socket in
-    /// an skb that arrived at `arrival_ns`:
+    /// The socket-level stages of byte `b` as seen through RX skb `skb`:
     /// - DATA_READY: the first one whose `rcv_nxt` passed `b`;
     /// - READ_DONE: the first one whose `copied_seq` passed `b`;
     /// - COPY: the last copy of a queue skb holding `b` at or before that
     ///   READ_DONE (a queue skb read in two reads is copied twice).
     ///
-    /// Each is kept only if it is not earlier than the stage before it: a
-    /// duplicate skb (a retransmission of delivered bytes) arrives after
-    /// its bytes were made readable, and has no socket-level stages.
+    /// A byte reaches the socket once, so only one RX skb holding it gets
+    /// these stages: the last one that arrived before the byte became
+    /// readable, preferring one TCP took in (TCP_INPUT recorded). A
+    /// duplicate that arrived after the bytes were delivered, or a copy
+    /// dropped between the stack's entry and TCP (netfilter) whose
+    /// retransmission delivered the bytes, gets none. Each stage is kept
+    /// only if it is not earlier than the one before it.
     /// `exact(value)` says whether the event that passed `b` with `value`
     /// can be the first one (under sampling, an earlier one may have
     /// been left out); when it cannot be, the stage is left unknown.
-    pub fn app_stages(&self, b: i64, arrival_ns: u64, exact: impl Fn(i64) -> bool) -> AppStages {
+    pub fn app_stages(&self, b: i64, skb: &RxSkb, exact: impl Fn(i64) -> bool) -> AppStages {
         let first_past = |q: &VecDeque<SeqAt>| {
             let i = q.partition_point(|(_, v)| *v <= b);
-            q.get(i).copied()
+            q.get(i).copied().filter(|(_, v)| exact(*v))
         };
-        let mut out = AppStages::default();
-        let mut floor = arrival_ns;
-        if let Some((ts, v)) = first_past(&self.data_ready) {
-            if ts >= floor && exact(v) {
-                out.data_ready = Some(ts);
-                floor = ts;
+        let ready = first_past(&self.data_ready);
+        let read = first_past(&self.read_done);
+        if let Some(by) = ready.or(read).map(|(ts, _)| ts) {
+            let deliverer = self
+                .holding(b, 0, by)
+                .max_by_key(|s| (s.tcp_ns != 0, s.arrival(), s.id));
+            if deliverer.map(|d| d.id) != Some(skb.id) {
+                return AppStages::default();
             }
         }
-        let read = first_past(&self.read_done).filter(|(ts, v)| *ts >= floor && exact(*v));
+        let mut out = AppStages::default();
+        let mut floor = skb.arrival();
+        if let Some((ts, _)) = ready.filter(|(ts, _)| *ts >= floor) {
+            out.data_ready = Some(ts);
+            floor = ts;
+        }
+        let read = read.filter(|(ts, _)| *ts >= floor);
         let ceiling = read.map_or(u64::MAX, |(ts, _)| ts);
         let upto = self.copies.partition_point(|(ts, _, _)| *ts <= ceiling);
         out.copy = self
@@ -274,28 +285,30 @@ mod tests {
     fn socket_stages_per_byte() {
         let mut f = RxFlow::new(1);
         f.stack_entry(1, 100, 0, 3000, (0, 3000), 0);
+        f.tcp_input(9, 101, 0, 3000, (0, 3000), 0);
         f.data_ready(105, 3000);
         // Two reads of the one queue skb: 0..2000 then 2000..3000.
         f.copy(110, 0, 3000);
         f.read_done(112, 2000);
         f.copy(120, 0, 3000);
         f.read_done(125, 3000);
+        // A duplicate of the skb, arrived after its bytes were delivered.
+        f.stack_entry(2, 200, 0, 3000, (0, 3000), 0);
         let all = |_| true;
-        let a = f.app_stages(1999, 100, all);
+        let skb = |id| *f.holding(2999, 0, 1000).find(|s| s.id == id).unwrap();
+        let a = f.app_stages(1999, &skb(1), all);
         assert_eq!(
             (a.data_ready, a.copy, a.read_done),
             (Some(105), Some(110), Some(112))
         );
-        let b = f.app_stages(2999, 100, all);
+        let b = f.app_stages(2999, &skb(1), all);
         assert_eq!(
             (b.data_ready, b.copy, b.read_done),
             (Some(105), Some(120), Some(125))
         );
-        // A duplicate arriving after delivery gets none.
-        let d = f.app_stages(2999, 200, all);
-        assert_eq!(d, AppStages::default());
+        assert_eq!(f.app_stages(2999, &skb(2), all), AppStages::default());
         // Under sampling, an inexact first event is left unknown.
-        let s = f.app_stages(2999, 100, |v| v != 3000);
+        let s = f.app_stages(2999, &skb(1), |v| v != 3000);
         assert_eq!(
             s,
             AppStages {
@@ -304,5 +317,21 @@ mod tests {
                 read_done: None
             }
         );
+    }
+
+    #[test]
+    fn the_copy_that_tcp_took_in_delivers_the_byte() {
+        // The first copy reached the stack but was dropped before TCP
+        // (netfilter); its retransmission was taken in and delivered.
+        let mut f = RxFlow::new(1);
+        f.stack_entry(1, 100, 0, 1000, (0, 1000), 0);
+        f.stack_entry(2, 300, 0, 1000, (0, 1000), 0);
+        f.tcp_input(3, 301, 0, 1000, (0, 1000), 0);
+        f.data_ready(302, 1000);
+        f.read_done(310, 1000);
+        let skb = |id| *f.holding(999, 0, 1000).find(|s| s.id == id).unwrap();
+        assert_eq!(f.app_stages(999, &skb(1), |_| true), AppStages::default());
+        let got = f.app_stages(999, &skb(2), |_| true);
+        assert_eq!((got.data_ready, got.read_done), (Some(302), Some(310)));
     }
 }
