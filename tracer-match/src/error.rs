@@ -6,10 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum MatchError {
     /// A read failed.
-    #[error("read error: {0}")]
+    #[error("read error")]
     Io(#[from] std::io::Error),
     /// An input file could not be opened.
-    #[error("cannot open {}: {source}", path.display())]
+    #[error("cannot open {}", path.display())]
     Open {
         /// The file.
         path: PathBuf,
@@ -32,7 +32,7 @@ pub enum MatchError {
         what: String,
     },
     /// A file failed; which one.
-    #[error("{}: {source}", path.display())]
+    #[error("in {}", path.display())]
     InFile {
         /// The file.
         path: PathBuf,

@@ -167,8 +167,11 @@ impl<R: Read> PcapngReader<R> {
     pub fn next_block(&mut self) -> Result<Option<Block<'_>>, MatchError> {
         let mut head = [0u8; 8];
         match fill(&mut self.r, &mut head)? {
-            Fill::Eof => return Ok(None),
-            Fill::Short => {
+            Fill::Eof if self.offset > 0 => return Ok(None),
+            Fill::Eof | Fill::Short if self.offset == 0 => {
+                return Err(self.bad("not a pcapng file (shorter than a block header)"));
+            }
+            Fill::Eof | Fill::Short => {
                 return Err(MatchError::Truncated {
                     offset: self.offset,
                 })
