@@ -102,8 +102,11 @@ struct Held {
     input: Input,
 }
 
+/// Order of held events: timestamp, then agent id and event number.
+type Key = (u64, u64, u64);
+
 impl Held {
-    fn key(&self) -> (u64, u64, u64) {
+    fn key(&self) -> Key {
         (self.ts, self.agent, self.seq)
     }
 }
@@ -116,7 +119,7 @@ pub struct Merge {
     frontier: BinaryHeap<Reverse<(u64, usize)>>,
     /// Queue heads: (key of the head, source). An entry whose key is no
     /// longer its source's head is stale and skipped.
-    heads: BinaryHeap<Reverse<((u64, u64, u64), usize)>>,
+    heads: BinaryHeap<Reverse<(Key, usize)>>,
     /// Events held over all queues.
     held: usize,
     released: u64,
@@ -181,7 +184,7 @@ impl Merge {
     }
 
     /// The smallest held event's key and source, dropping stale heads.
-    fn head(&mut self) -> Option<((u64, u64, u64), usize)> {
+    fn head(&mut self) -> Option<(Key, usize)> {
         while let Some(&Reverse((key, i))) = self.heads.peek() {
             if self.sources[i].queue.front().map(Held::key) == Some(key) {
                 return Some((key, i));
