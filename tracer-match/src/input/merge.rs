@@ -87,7 +87,8 @@ pub struct AgentTotals {
 
 struct Source {
     path: PathBuf,
-    reader: PcapngReader<BufReader<File>>,
+    /// `None` once the file is read to its end (closed).
+    reader: Option<PcapngReader<BufReader<File>>>,
     /// Its events read and not yet released, in key order.
     queue: VecDeque<Held>,
 }
@@ -139,7 +140,7 @@ impl Merge {
             })?;
             sources.push(Source {
                 path: p.clone(),
-                reader: PcapngReader::new(BufReader::with_capacity(READ_BUF, f)),
+                reader: Some(PcapngReader::new(BufReader::with_capacity(READ_BUF, f))),
                 queue: VecDeque::new(),
             });
         }
@@ -206,8 +207,14 @@ impl Merge {
                         unreachable!("a live head")
                     };
                     self.held -= 1;
-                    if let Some(next) = self.sources[i].queue.front() {
+                    let src = &mut self.sources[i];
+                    if let Some(next) = src.queue.front() {
                         self.heads.push(Reverse((next.key(), i)));
+                    } else if src.reader.is_none() {
+                        // A file read to its end: give its queue's
+                        // memory back (rotated files are read one after
+                        // the other, each filling its queue once).
+                        src.queue = VecDeque::new();
                     }
                     if full && h.ts > wm {
                         self.stats.overflow += 1;
@@ -257,13 +264,20 @@ impl Merge {
     fn read_one(&mut self, idx: usize) -> Result<Option<Input>, MatchError> {
         loop {
             let src = &mut self.sources[idx];
-            let block = match src.reader.next_block() {
+            let Some(reader) = src.reader.as_mut() else {
+                return Ok(None);
+            };
+            let block = match reader.next_block() {
                 Ok(Some(b)) => b,
-                Ok(None) => return Ok(None),
+                Ok(None) => {
+                    src.reader = None;
+                    return Ok(None);
+                }
                 Err(e @ (MatchError::Truncated { .. } | MatchError::BadBlock { .. })) => {
                     let path = src.path.display().to_string();
                     tracing::warn!(file = %path, error = %e, "stopped reading this file; the events before this point are used");
                     self.stats.damaged_files.push((path, e.to_string()));
+                    src.reader = None;
                     return Ok(None);
                 }
                 Err(e) => {
@@ -321,7 +335,11 @@ impl Merge {
                     ifrecv,
                     ifdrop,
                 } => {
-                    let Some(i) = src.reader.interfaces().get(iface as usize) else {
+                    let Some(i) = src
+                        .reader
+                        .as_ref()
+                        .and_then(|r| r.interfaces().get(iface as usize))
+                    else {
                         continue;
                     };
                     let (name, agent) = (i.name.clone(), i.agent_id);
