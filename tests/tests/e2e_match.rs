@@ -9,6 +9,8 @@
 //!
 //! The agents' clock flags are parameters of [`traced_pair`]: a test with
 //! simulated independent oscillators only passes other flags.
+//! `NETTRACE_MATCH_HTML=FILE` keeps the first test's HTML report there (to
+//! look at it); by default it goes to a temporary directory.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
