@@ -275,7 +275,7 @@ impl Merge {
                 }
                 Err(e @ (MatchError::Truncated { .. } | MatchError::BadBlock { .. })) => {
                     let path = src.path.display().to_string();
-                    tracing::warn!(file = %path, error = %e, "stopped reading this file; the events before this point are used");
+                    tracing::info!(file = %path, error = %e, "stopped reading this file; the events before this point are used");
                     self.stats.damaged_files.push((path, e.to_string()));
                     src.reader = None;
                     return Ok(None);
