@@ -114,6 +114,9 @@ pub struct Life {
     pub rx_hw_ns: u64,
     /// The RX skb's sequence range (GRO-merged skbs cover several TX skbs).
     pub rx_range: (u32, u32),
+    /// Both hosts' clocks were locked (LOCKED or LOCKED_STABLE) at the
+    /// send and at the arrival.
+    pub clocks_locked: bool,
 }
 
 impl Life {
@@ -176,6 +179,8 @@ pub struct LifeReport {
     pub total_ns: u64,
     /// RX skb range `[seq, end_seq)`.
     pub rx_range: (u32, u32),
+    /// Both clocks were locked at the send and at the arrival.
+    pub clocks_locked: bool,
 }
 
 impl Life {
@@ -197,6 +202,7 @@ impl Life {
             one_way_hw_ns: self.one_way_hw(),
             total_ns: self.total(),
             rx_range: self.rx_range,
+            clocks_locked: self.clocks_locked,
         }
     }
 }

@@ -29,7 +29,7 @@ use crate::fasthash::FastMap;
 use crate::flow::{FlowKey, SeqUnwrap};
 use crate::input::{Ev, HostId, Input};
 use crate::lifetime::{Life, Stage, STAGES};
-use crate::receiver::{RxFlow, RxSkb};
+use crate::receiver::{Hit, RxFlow, RxSkb};
 use crate::sample;
 use crate::stats::{Direction, HostStats, Reason, TopN};
 
@@ -94,6 +94,8 @@ struct Attempt {
     retransmit: bool,
     /// `tskey` unwrapped.
     b: i64,
+    /// The sender's clock was locked at the send.
+    locked: bool,
 }
 
 /// Everything about one flow (data direction), both ends.
@@ -240,12 +242,12 @@ impl Matcher {
         match &input.ev {
             Ev::Tx(e) => {
                 hs.events[0] += 1;
-                self.on_tx(input.host, ts, e);
+                self.on_tx(input.host, ts, e, input.clock_locked);
             }
             Ev::Rx(e) => {
                 hs.events[1] += 1;
                 hs.see_rx(ts);
-                self.on_rx(input.host, ts, e);
+                self.on_rx(input.host, ts, e, input.clock_locked);
             }
             Ev::Tcp(e) => {
                 hs.events[2] += 1;
@@ -274,12 +276,12 @@ impl Matcher {
         e
     }
 
-    fn on_tx(&mut self, host: HostId, ts: u64, e: &TxEvent) {
+    fn on_tx(&mut self, host: HostId, ts: u64, e: &TxEvent, locked: bool) {
         let key = (host, e.cookie, e.tskey);
         match e.stage() {
             Some(TxStage::Sendmsg) => self.tx_entry(key, ts).sendmsg = Some((ts, e.seq)),
             Some(TxStage::Sched) => self.tx_entry(key, ts).sched = ts,
-            Some(TxStage::SndSw) => self.transmit(key, ts, e, true),
+            Some(TxStage::SndSw) => self.transmit(key, ts, e, true, locked),
             Some(TxStage::SndHw) => {
                 // The hardware stamp of the transmission just made, if it
                 // has none yet; else a transmission seen only by its SND_HW.
@@ -292,14 +294,14 @@ impl Matcher {
                 {
                     a.tx_hw_ns = e.hw_ns;
                 } else {
-                    self.transmit(key, ts, e, false);
+                    self.transmit(key, ts, e, false, locked);
                 }
             }
             Some(TxStage::Ack) | None => {}
         }
     }
 
-    fn transmit(&mut self, key: TxKey, ts: u64, e: &TxEvent, sw: bool) {
+    fn transmit(&mut self, key: TxKey, ts: u64, e: &TxEvent, sw: bool, locked: bool) {
         let flow = FlowKey::new(e.family, &e.saddr, e.sport, &e.daddr, e.dport);
         let window = self.cfg.window_ns;
         let fs = self
@@ -328,13 +330,14 @@ impl Matcher {
             index,
             retransmit: index > 0 || resent,
             b,
+            locked,
         };
         skb.sent += 1;
         skb.ids.push(id);
         self.pending.push_back(a);
     }
 
-    fn on_rx(&mut self, host: HostId, ts: u64, e: &RxEvent) {
+    fn on_rx(&mut self, host: HostId, ts: u64, e: &RxEvent, locked: bool) {
         if e.protocol != 6 {
             return; // UDP has no sequence numbers and no TX events
         }
@@ -362,15 +365,19 @@ impl Matcher {
                 let start = fs.unwrap.ext(e.seq);
                 let end = start + i64::from(e.end_seq.wrapping_sub(e.seq));
                 let rx = fs.rx_of(host);
-                let id = self.next_rx_id;
+                let hit = Hit {
+                    id: self.next_rx_id,
+                    ts,
+                    start,
+                    end,
+                    range: (e.seq, e.end_seq),
+                    hw_ns: e.hw_ns,
+                    locked,
+                };
                 self.next_rx_id += 1;
                 match stage {
-                    RxStage::StackEntry => {
-                        rx.stack_entry(id, ts, start, end, (e.seq, e.end_seq), e.hw_ns)
-                    }
-                    RxStage::TcpInput => {
-                        rx.tcp_input(id, ts, start, end, (e.seq, e.end_seq), e.hw_ns)
-                    }
+                    RxStage::StackEntry => rx.stack_entry(hit),
+                    RxStage::TcpInput => rx.tcp_input(hit),
                     _ => rx.copy(ts, start, end),
                 }
             }
@@ -537,6 +544,7 @@ impl Matcher {
             tx_hw_ns: a.tx_hw_ns,
             rx_hw_ns: s.hw_ns,
             rx_range: s.range,
+            clocks_locked: a.locked && s.locked,
         };
         if let Some(skb) = self.tx.get_mut(&a.key) {
             skb.claimed.push(s.id);

@@ -33,6 +33,27 @@ pub struct RxSkb {
     pub tcp_ns: u64,
     /// Hardware RX stamp (raw PHC ns), 0 if none.
     pub hw_ns: u64,
+    /// The receiver's clock was locked when the skb arrived.
+    pub locked: bool,
+}
+
+/// One STACK_ENTRY or TCP_INPUT of an skb, as the flow side takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Hit {
+    /// Id for a new skb.
+    pub id: u64,
+    /// Global time.
+    pub ts: u64,
+    /// First byte (unwrapped).
+    pub start: i64,
+    /// After the last byte (unwrapped).
+    pub end: i64,
+    /// Raw 32-bit range.
+    pub range: (u32, u32),
+    /// Hardware RX stamp, 0 if none.
+    pub hw_ns: u64,
+    /// The host's clock was locked (LOCKED or LOCKED_STABLE).
+    pub locked: bool,
 }
 
 impl RxSkb {
@@ -100,67 +121,44 @@ impl RxFlow {
             && self.copies.is_empty()
     }
 
-    /// A STACK_ENTRY of `[start, end)` at `ts`.
-    pub fn stack_entry(
-        &mut self,
-        id: u64,
-        ts: u64,
-        start: i64,
-        end: i64,
-        range: (u32, u32),
-        hw_ns: u64,
-    ) {
-        self.skbs.insert(
-            (end, id),
-            RxSkb {
-                id,
-                start,
-                end,
-                range,
-                stack_ns: ts,
-                tcp_ns: 0,
-                hw_ns,
-            },
-        );
-        self.by_time.push_back((ts, end, id));
+    /// A STACK_ENTRY.
+    pub fn stack_entry(&mut self, h: Hit) {
+        self.insert(h, true);
     }
 
-    /// A TCP_INPUT of `[start, end)` at `ts`: joins the latest skb of that
-    /// range without one, else starts an skb (its STACK_ENTRY unrecorded).
-    pub fn tcp_input(
-        &mut self,
-        id: u64,
-        ts: u64,
-        start: i64,
-        end: i64,
-        range: (u32, u32),
-        hw_ns: u64,
-    ) {
+    /// A TCP_INPUT: joins the latest skb of that range without one, else
+    /// starts an skb (its STACK_ENTRY unrecorded).
+    pub fn tcp_input(&mut self, h: Hit) {
         let joined = self
             .skbs
-            .range_mut((end, 0)..=(end, u64::MAX))
+            .range_mut((h.end, 0)..=(h.end, u64::MAX))
             .rev()
-            .find(|(_, s)| s.start == start && s.tcp_ns == 0);
+            .find(|(_, s)| s.start == h.start && s.tcp_ns == 0);
         if let Some((_, s)) = joined {
-            s.tcp_ns = ts;
+            s.tcp_ns = h.ts;
             if s.hw_ns == 0 {
-                s.hw_ns = hw_ns;
+                s.hw_ns = h.hw_ns;
             }
             return;
         }
+        self.insert(h, false);
+    }
+
+    fn insert(&mut self, h: Hit, stack: bool) {
         self.skbs.insert(
-            (end, id),
+            (h.end, h.id),
             RxSkb {
-                id,
-                start,
-                end,
-                range,
-                stack_ns: 0,
-                tcp_ns: ts,
-                hw_ns,
+                id: h.id,
+                start: h.start,
+                end: h.end,
+                range: h.range,
+                stack_ns: if stack { h.ts } else { 0 },
+                tcp_ns: if stack { 0 } else { h.ts },
+                hw_ns: h.hw_ns,
+                locked: h.locked,
             },
         );
-        self.by_time.push_back((ts, end, id));
+        self.by_time.push_back((h.ts, h.end, h.id));
     }
 
     /// A DATA_READY at `ts` with `rcv_nxt`.
@@ -262,13 +260,25 @@ impl RxFlow {
 mod tests {
     use super::*;
 
+    fn hit(id: u64, ts: u64, start: i64, end: i64) -> Hit {
+        Hit {
+            id,
+            ts,
+            start,
+            end,
+            range: (start as u32, end as u32),
+            hw_ns: 0,
+            locked: true,
+        }
+    }
+
     #[test]
     fn tcp_input_joins_its_stack_entry_and_ranges_find_bytes() {
         let mut f = RxFlow::new(1);
-        f.stack_entry(1, 100, 1000, 5000, (1000, 5000), 0);
-        f.stack_entry(2, 110, 5000, 9000, (5000, 9000), 0);
-        f.tcp_input(3, 120, 1000, 5000, (1000, 5000), 0);
-        f.tcp_input(4, 130, 9000, 9500, (9000, 9500), 0); // no STACK_ENTRY
+        f.stack_entry(hit(1, 100, 1000, 5000));
+        f.stack_entry(hit(2, 110, 5000, 9000));
+        f.tcp_input(hit(3, 120, 1000, 5000));
+        f.tcp_input(hit(4, 130, 9000, 9500)); // no STACK_ENTRY
         assert_eq!(f.len(), 3);
         let hit: Vec<u64> = f.holding(4999, 0, 1000).map(|s| s.id).collect();
         assert_eq!(hit, [1]);
@@ -284,8 +294,8 @@ mod tests {
     #[test]
     fn socket_stages_per_byte() {
         let mut f = RxFlow::new(1);
-        f.stack_entry(1, 100, 0, 3000, (0, 3000), 0);
-        f.tcp_input(9, 101, 0, 3000, (0, 3000), 0);
+        f.stack_entry(hit(1, 100, 0, 3000));
+        f.tcp_input(hit(9, 101, 0, 3000));
         f.data_ready(105, 3000);
         // Two reads of the one queue skb: 0..2000 then 2000..3000.
         f.copy(110, 0, 3000);
@@ -293,7 +303,7 @@ mod tests {
         f.copy(120, 0, 3000);
         f.read_done(125, 3000);
         // A duplicate of the skb, arrived after its bytes were delivered.
-        f.stack_entry(2, 200, 0, 3000, (0, 3000), 0);
+        f.stack_entry(hit(2, 200, 0, 3000));
         let all = |_| true;
         let skb = |id| *f.holding(2999, 0, 1000).find(|s| s.id == id).unwrap();
         let a = f.app_stages(1999, &skb(1), all);
@@ -324,9 +334,9 @@ mod tests {
         // The first copy reached the stack but was dropped before TCP
         // (netfilter); its retransmission was taken in and delivered.
         let mut f = RxFlow::new(1);
-        f.stack_entry(1, 100, 0, 1000, (0, 1000), 0);
-        f.stack_entry(2, 300, 0, 1000, (0, 1000), 0);
-        f.tcp_input(3, 301, 0, 1000, (0, 1000), 0);
+        f.stack_entry(hit(1, 100, 0, 1000));
+        f.stack_entry(hit(2, 300, 0, 1000));
+        f.tcp_input(hit(3, 301, 0, 1000));
         f.data_ready(302, 1000);
         f.read_done(310, 1000);
         let skb = |id| *f.holding(999, 0, 1000).find(|s| s.id == id).unwrap();

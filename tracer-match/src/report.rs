@@ -94,6 +94,9 @@ pub struct StageReport {
 pub struct Violations {
     /// Matched packets received before they were sent (one-way < 0).
     pub count: u64,
+    /// Of them, with a clock not locked at either end (its servo had not
+    /// converged: expected, not a sign of a broken sync).
+    pub while_unlocked: u64,
     /// The most negative one-way latency, ns.
     pub worst_ns: Option<i64>,
     /// That packet.
@@ -153,6 +156,10 @@ pub struct PairReport {
     pub packets_a_to_b: u64,
     /// Matched packets b→a.
     pub packets_b_to_a: u64,
+    /// Only packets sent and received while both clocks were locked
+    /// count, when a direction has any; true when a direction had none
+    /// and all its packets were used.
+    pub includes_unlocked: bool,
     /// Does the interval contain 0 (clocks could agree)? `None` when a
     /// bound is missing and the other does not already exclude 0.
     pub contains_zero: Option<bool>,
@@ -230,6 +237,7 @@ fn direction_report(d: &Direction, name: &dyn Fn(HostId) -> String) -> Direction
             .collect(),
         violations: Violations {
             count: d.violations,
+            while_unlocked: d.violations_unlocked,
             worst_ns: d.worst.as_ref().and_then(|l| l.one_way()),
             worst: d.worst.as_ref().map(|l| l.report(name)),
         },
@@ -322,7 +330,30 @@ pub fn build(
         }
         let ab = m.dirs.get(&(a, Some(b)));
         let ba = m.dirs.get(&(b, Some(a)));
-        let min = |d: Option<&Direction>| d.and_then(|d| d.one_way.min());
+        // Packets sent and received on locked clocks only, when a
+        // direction has any: before a servo locks, a clock may be far off.
+        let min = |d: Option<&Direction>| {
+            d.and_then(|d| {
+                if d.locked > 0 {
+                    d.min_locked
+                } else {
+                    d.one_way.min()
+                }
+            })
+        };
+        let count = |d: Option<&Direction>| {
+            d.map_or(0, |d| {
+                if d.locked > 0 {
+                    d.locked
+                } else {
+                    d.one_way.count()
+                }
+            })
+        };
+        let includes_unlocked = [ab, ba]
+            .into_iter()
+            .flatten()
+            .any(|d| d.locked == 0 && d.one_way.count() > 0);
         let (lo, hi) = offset_interval(min(ab), min(ba));
         let contains_zero = match (lo, hi) {
             (Some(l), Some(h)) => Some(l <= 0 && 0 <= h),
@@ -362,8 +393,9 @@ pub fn build(
             lo_ns: lo,
             hi_ns: hi,
             width_ns: lo.zip(hi).map(|(l, h)| h - l),
-            packets_a_to_b: ab.map_or(0, |d| d.one_way.count()),
-            packets_b_to_a: ba.map_or(0, |d| d.one_way.count()),
+            packets_a_to_b: count(ab),
+            packets_b_to_a: count(ba),
+            includes_unlocked,
             contains_zero,
             self_consistent: lo.zip(hi).map(|(l, h)| l <= h),
             claimed_bound_ns: claimed,

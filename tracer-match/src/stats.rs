@@ -171,6 +171,13 @@ pub struct Direction {
     pub gaps: Vec<Hist>,
     /// Receives before their send (one-way < 0).
     pub violations: u64,
+    /// Of them, with a clock not locked at either end (expected: the
+    /// servo had not converged yet).
+    pub violations_unlocked: u64,
+    /// Packets with both clocks locked (that had a one-way latency).
+    pub locked: u64,
+    /// Smallest one-way latency among them.
+    pub min_locked: Option<i64>,
     /// The packet with the most negative one-way latency.
     pub worst: Option<Life>,
     /// The packet with the smallest one-way latency (the offset bound).
@@ -194,6 +201,9 @@ impl Direction {
             one_way_hw: Hist::new(),
             gaps: vec![Hist::new(); GAPS],
             violations: 0,
+            violations_unlocked: 0,
+            locked: 0,
+            min_locked: None,
             worst: None,
             fastest: None,
         }
@@ -218,8 +228,15 @@ impl Direction {
             return;
         };
         self.one_way.add(ow);
+        if life.clocks_locked {
+            self.locked += 1;
+            self.min_locked = Some(self.min_locked.map_or(ow, |m| m.min(ow)));
+        }
         if ow < 0 {
             self.violations += 1;
+            if !life.clocks_locked {
+                self.violations_unlocked += 1;
+            }
             if self
                 .worst
                 .as_ref()

@@ -67,6 +67,9 @@ pub struct SynthConfig {
     pub clock_offset_ns: [i64; 2],
     /// The error estimate each host's CLOCK events claim, ns.
     pub clock_claim_ns: [u64; 2],
+    /// Each host's clock is not locked for the first `.0` ns after the
+    /// first send, and off by `.1` ns more meanwhile (a servo converging).
+    pub unlocked: [(u64, i64); 2],
     /// Lose one RX skb (GRO group) in this many (0: none); its TX skbs
     /// are retransmitted one by one after `rto_ns`.
     pub lose_one_in: u64,
@@ -103,6 +106,7 @@ impl Default for SynthConfig {
             jitter_ns: 4_000,
             clock_offset_ns: [0, 0],
             clock_claim_ns: [100, 100],
+            unlocked: [(0, 0), (0, 0)],
             lose_one_in: 0,
             rto_ns: 300_000,
             sample_every: [1, 1],
@@ -123,6 +127,8 @@ pub struct SynthEvent {
     pub ts_ns: u64,
     /// The agent's event number.
     pub event_seq: u64,
+    /// The host's clock was locked at the event.
+    pub locked: bool,
     /// The event.
     pub ev: Ev,
 }
@@ -150,7 +156,7 @@ struct Rcv {
 pub struct Synth {
     cfg: SynthConfig,
     actions: BinaryHeap<Reverse<(u64, u64, Action)>>,
-    out: BinaryHeap<Reverse<(u64, u64, usize, EvBox)>>,
+    out: BinaryHeap<Reverse<(u64, u64, usize, bool, EvBox)>>,
     order: u64,
     now: u64,
     rcv: [Rcv; 2],
@@ -211,10 +217,11 @@ impl Synth {
             produced: [0, 0],
             dropped: [0, 0],
             delivered: [0, 0],
-            max_skew: cfg
-                .clock_offset_ns
-                .iter()
-                .map(|o| o.unsigned_abs())
+            max_skew: (0..2)
+                .map(|h| {
+                    let o = cfg.clock_offset_ns[h];
+                    o.unsigned_abs().max((o + cfg.unlocked[h].1).unsigned_abs())
+                })
                 .max()
                 .unwrap_or(0),
             end_ns: cfg.start_ns + cfg.skbs * cfg.interval_ns + cfg.rto_ns * 2 + cfg.one_way_ns * 4,
@@ -251,7 +258,10 @@ impl Synth {
 
     /// Emit an event of host `h` that happened at true time `t`.
     fn emit(&mut self, h: usize, t: u64, ev: Ev) {
-        let ts = (t as i64 + self.cfg.clock_offset_ns[h]) as u64;
+        let (until, extra) = self.cfg.unlocked[h];
+        let locked = t >= self.cfg.start_ns + until;
+        let off = self.cfg.clock_offset_ns[h] + if locked { 0 } else { extra };
+        let ts = (t as i64 + off) as u64;
         let ev = match ev {
             Ev::Tx(mut e) => {
                 e.global_ns = ts;
@@ -276,7 +286,8 @@ impl Synth {
             Ev::Other => Ev::Other,
         };
         self.order += 1;
-        self.out.push(Reverse((ts, self.order, h, EvBox(ev))));
+        self.out
+            .push(Reverse((ts, self.order, h, locked, EvBox(ev))));
     }
 
     /// Sender host, receiver host, ports and addresses of direction `d`.
@@ -352,7 +363,11 @@ impl Synth {
                         uncertainty_ns: cfg.clock_claim_ns[h] / 2,
                         error_estimate_ns: cfg.clock_claim_ns[h],
                         source: 2,
-                        state: 3,
+                        state: if t >= cfg.start_ns + cfg.unlocked[h].0 {
+                            3
+                        } else {
+                            0
+                        },
                     }),
                 );
                 if t < self.end_ns {
@@ -486,7 +501,7 @@ impl Iterator for Synth {
                 .peek()
                 .is_some_and(|Reverse((ts, ..))| *ts < safe || self.actions.is_empty());
             if ready {
-                let Reverse((ts, _, h, EvBox(ev))) = self.out.pop()?;
+                let Reverse((ts, _, h, locked, EvBox(ev))) = self.out.pop()?;
                 let (every, burst) = self.cfg.ring_losses[h];
                 let k = self.produced[h];
                 self.produced[h] += 1;
@@ -506,6 +521,7 @@ impl Iterator for Synth {
                     host: h,
                     ts_ns: ts,
                     event_seq: seq,
+                    locked,
                     ev,
                 });
             }
@@ -672,7 +688,7 @@ impl SynthWriter {
             self.agent_ids[e.host],
             e.event_seq,
             2,
-            3,
+            if e.locked { 3 } else { 0 },
             &self.names[e.host],
             &rec,
         );

@@ -133,9 +133,14 @@ fn direction(out: &mut String, d: &DirectionReport) {
     } else {
         let _ = writeln!(
             out,
-            "  causality       {} VIOLATIONS (received before sent; {} of matched), worst {}{}",
+            "  causality       {} VIOLATIONS (received before sent; {} of matched{}), worst {}{}",
             v.count,
             pct(v.count, d.matched),
+            if v.while_unlocked > 0 {
+                format!("; {} while a clock was not locked yet", v.while_unlocked)
+            } else {
+                String::new()
+            },
             opt(v.worst_ns),
             v.worst
                 .as_ref()
@@ -170,6 +175,12 @@ fn pair(out: &mut String, p: &PairReport) {
         p.a
     );
     let _ = writeln!(out, "                  {verdict}");
+    if p.includes_unlocked {
+        let _ = writeln!(
+            out,
+            "                  (from packets sent or received before a clock locked: no locked ones in one direction)"
+        );
+    }
     match (p.claimed_bound_ns, p.claim_consistent) {
         (Some(c), Some(ok)) => {
             let _ = writeln!(

@@ -28,6 +28,7 @@ fn simulate(cfg: &SynthConfig, mc: MatchConfig) -> Report {
             agent_id: cfg.agent_ids[e.host],
             event_seq: e.event_seq,
             clock_source: 2,
+            clock_locked: e.locked,
             ev: e.ev,
         });
     }
@@ -175,6 +176,31 @@ fn clock_offset_shows_as_violations_and_bounds_the_interval() {
 }
 
 #[test]
+fn violations_before_a_clock_locked_are_told_apart() {
+    // beta's servo takes 2 ms to lock and is 100 µs behind meanwhile;
+    // afterwards both clocks agree.
+    let cfg = SynthConfig {
+        skbs: 500,
+        both_ways: true,
+        gro: 1,
+        jitter_ns: 1,
+        unlocked: [(0, 0), (2_000_000, -100_000)],
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let ab = dir(&r, "alpha", "beta");
+    // alpha -> beta packets received while beta was unlocked violate.
+    assert!(ab.violations.count > 50, "{:?}", ab.violations);
+    assert_eq!(ab.violations.while_unlocked, ab.violations.count);
+    // The interval comes from packets on locked clocks only: it holds
+    // the true offset 0, not the unlocked -100 µs.
+    let p = &r.pairs[0];
+    assert_eq!((p.lo_ns, p.hi_ns), (Some(-15_000), Some(15_000)), "{p:?}");
+    assert!(!p.includes_unlocked);
+    assert!(p.packets_a_to_b < ab.matched);
+}
+
+#[test]
 fn sampling_on_both_ends_keeps_every_tagged_skb_matched() {
     let cfg = SynthConfig {
         skbs: 3000,
@@ -304,6 +330,7 @@ fn run_events(events: Vec<(&str, u64, Ev)>) -> Report {
             agent_id: agent,
             event_seq: *n,
             clock_source: 0,
+            clock_locked: true,
             ev,
         });
         *n += 1;

@@ -327,6 +327,7 @@ impl Merge {
                         agent_id: cap.agent_id,
                         event_seq: cap.event_seq,
                         clock_source: cap.clock_source,
+                        clock_locked: cap.clock_state >= 2,
                         ev,
                     }));
                 }

@@ -40,6 +40,9 @@ pub struct Input {
     pub event_seq: u64,
     /// The agent's clock source when it sent the event (wire value).
     pub clock_source: u8,
+    /// The agent's clock was locked (servo LOCKED or LOCKED_STABLE) when
+    /// it sent the event: before, its times may be far off.
+    pub clock_locked: bool,
     /// The event.
     pub ev: Ev,
 }
