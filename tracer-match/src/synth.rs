@@ -156,7 +156,7 @@ struct Rcv {
 pub struct Synth {
     cfg: SynthConfig,
     actions: BinaryHeap<Reverse<(u64, u64, Action)>>,
-    out: BinaryHeap<Reverse<(u64, u64, usize, bool, EvBox)>>,
+    out: BinaryHeap<Reverse<Pending>>,
     order: u64,
     now: u64,
     rcv: [Rcv; 2],
@@ -170,6 +170,10 @@ pub struct Synth {
     max_skew: u64,
     end_ns: u64,
 }
+
+/// An emitted event waiting for its turn: (stamped time, order, host,
+/// clock locked, event).
+type Pending = (u64, u64, usize, bool, EvBox);
 
 /// Ev in the heap (ordered by the fields before it only).
 #[derive(Debug, Clone)]
