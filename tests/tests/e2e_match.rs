@@ -332,3 +332,57 @@ fn retransmissions_are_matched_as_separate_transmissions() {
         report["hosts"]
     );
 }
+
+/// Both agents at `--sample-every 5`, the matcher told so: the sampled
+/// transmissions (those whose last byte lies in a sampled 64 KiB granule)
+/// find their RX skb, which the receiver kept by the same rule, and the
+/// socket-level stages are still resolved where sampling cannot hide an
+/// earlier event.
+#[test]
+fn sampled_transmissions_meet_their_sampled_receptions() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrms", 245).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        probes: "tx,rx",
+        agent_args: &["--sample-every", "5"],
+        sink_args: &[],
+        port: PORT,
+    };
+    let files = traced_pair(&pair, out.path(), &setup);
+    let report = match_json(&files, &["--sample-every", "5"]);
+    for (a, b) in [("client", "server"), ("server", "client")] {
+        let d = direction(&report, a, b);
+        let (sent, matched) = (d["sent"].as_u64().unwrap(), d["matched"].as_u64().unwrap());
+        let stages: Vec<String> = d["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| format!("{} {}", s["gap"], s["dist"]["count"]))
+            .collect();
+        eprintln!(
+            "{a} → {b}: {matched} of {sent} matched; {}",
+            stages.join(", ")
+        );
+        // 4.7 MB each way: ~73 granules, ~15 sampled.
+        assert!(sent >= 5, "{a} → {b}: {sent} sampled sender skbs: {d}");
+        assert!(
+            matched * 100 >= sent * 95,
+            "{a} → {b}: {matched} of {sent} matched: {}",
+            d["unmatched"]
+        );
+        assert_eq!(d["violations"]["count"], 0);
+    }
+    let all = report["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["events"]["tx"].as_u64().unwrap())
+        .sum::<u64>();
+    assert!(
+        all < 2 * 4 * WRITES as u64,
+        "{all} TX events: sampling did not happen"
+    );
+}
