@@ -101,11 +101,12 @@ fn echo_flow(pair: &NetnsPair, port: u16) -> SocketAddr {
     client
 }
 
-/// What runs: the agents' probes and extra flags (a clock, a simulated
-/// oscillator), the sink's flags, the echo flow's port.
+/// What runs: the agents' probes and extra flags of the client's and the
+/// server's agent (a clock, a simulated oscillator each), the sink's
+/// flags, the echo flow's port.
 struct Setup<'a> {
     probes: &'a str,
-    agent_args: &'a [&'a str],
+    agent_args: [&'a [&'a str]; 2],
     sink_args: &'a [&'a str],
     port: u16,
 }
@@ -114,8 +115,8 @@ struct Setup<'a> {
 /// cleanly. Returns the sink's files.
 fn traced_pair(pair: &NetnsPair, out: &Path, s: &Setup) -> Vec<PathBuf> {
     let mut sink = spawn_sink(pair, out, s.sink_args);
-    let mut client = spawn_agent(pair, &pair.a, "client", s.probes, s.agent_args);
-    let mut server = spawn_agent(pair, &pair.b, "server", s.probes, s.agent_args);
+    let mut client = spawn_agent(pair, &pair.a, "client", s.probes, s.agent_args[0]);
+    let mut server = spawn_agent(pair, &pair.b, "server", s.probes, s.agent_args[1]);
     echo_flow(pair, s.port);
     std::thread::sleep(Duration::from_millis(300));
     for (who, a) in [("client", &mut client), ("server", &mut server)] {
@@ -156,7 +157,7 @@ fn sender_skbs_meet_their_receptions_on_one_clock() {
     let out = tempfile::tempdir().unwrap();
     let setup = Setup {
         probes: "tx,rx",
-        agent_args: &[],
+        agent_args: [&[], &[]],
         sink_args: &["--rotate-size", "256K"],
         port: PORT,
     };
@@ -283,7 +284,7 @@ fn retransmissions_are_matched_as_separate_transmissions() {
     let out = tempfile::tempdir().unwrap();
     let setup = Setup {
         probes: "tx,rx,tcp",
-        agent_args: &[],
+        agent_args: [&[], &[]],
         sink_args: &[],
         port: LOSS_PORT,
     };
@@ -347,7 +348,7 @@ fn sampled_transmissions_meet_their_sampled_receptions() {
     let out = tempfile::tempdir().unwrap();
     let setup = Setup {
         probes: "tx,rx",
-        agent_args: &["--sample-every", "5"],
+        agent_args: [&["--sample-every", "5"], &["--sample-every", "5"]],
         sink_args: &[],
         port: PORT,
     };
