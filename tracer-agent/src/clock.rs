@@ -53,6 +53,9 @@ pub struct ClockConfig {
     /// With [`SourceSpec::Sink`]: stamp the exchange with this interface's
     /// NIC hardware stamps.
     pub hw_iface: Option<String>,
+    /// With [`SourceSpec::Sink`]: authenticate the exchange with this key
+    /// (from `--key-file`).
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 /// Running clock: discipline thread + the shared global clock.
@@ -100,6 +103,7 @@ impl AgentClock {
             injection,
             reads: 0,
             hw_iface: cfg.hw_iface.clone(),
+            auth: cfg.auth.clone(),
         })?;
         let servo_cfg = ServoConfig {
             interval_s: cfg.interval.as_secs_f64(),

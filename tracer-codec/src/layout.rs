@@ -15,7 +15,10 @@ use std::fmt::Write as _;
 
 use crate::capture::{CAPTURE_FIXED_LEN, CAPTURE_VERSION};
 use crate::event::{ClockEvent, ClockSource, ClockState, TxEvent, TxStage};
-use crate::wire::{HEADER_FIXED_LEN, MAGIC, MAX_HOSTNAME_LEN, RECORD_HEADER_LEN, WIRE_VERSION};
+use crate::wire::{
+    FLAG_MAC, HEADER_FIXED_LEN, HEADER_FIXED_LEN_V1, MAC_LEN, MAGIC, MAX_HOSTNAME_LEN,
+    RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1,
+};
 
 /// How a field's bytes are to be read (all integers little-endian).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,7 +280,8 @@ impl HeaderLayout {
     }
 }
 
-/// Datagram header, wire version 1 (see [`crate::wire`]).
+/// Datagram header, wire version 2 (see [`crate::wire`]); version 1 is
+/// its first 61 bytes (through `hostname_len`) followed by the hostname.
 pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
     name: "dgram",
     fixed_len: HEADER_FIXED_LEN,
@@ -288,14 +292,14 @@ pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
             FieldType::U16,
             2,
             None,
-            "1. A sink rejects any other version (counted as `bad_version`).",
+            "2 (1 from agents of older builds: no `flags`, no `incarnation`, hostname at offset 61, never a tag). A sink rejects any other version (counted as `bad_version`).",
         ),
         Field::new(
             "header_len",
             FieldType::U16,
             2,
             None,
-            "bytes from offset 0 to the first record (61 + hostname_len in v1; a later version may append header fields, which a v1 reader skips)",
+            "bytes from offset 0 to the first record (70 + hostname_len in v2, 61 + hostname_len in v1; a later version may append header fields, which a reader skips)",
         ),
         Field::new(
             "agent_id",
@@ -359,6 +363,20 @@ pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
             1,
             None,
             "at most 64",
+        ),
+        Field::new(
+            "flags",
+            FieldType::U8,
+            1,
+            None,
+            "bit 0: the datagram ends with a 16-byte tag (HMAC-SHA256-128 of every byte before it, with the deployment key); other bits are reserved, and a reader rejects a datagram with one set (`bad_flags`)",
+        ),
+        Field::new(
+            "incarnation",
+            FieldType::U64,
+            8,
+            None,
+            "random per agent process start, never 0: a restarted agent (same `agent_id` and boot) is a new incarnation whose `seq` and event numbers start at 0 again",
         ),
     ]),
     tail: ("hostname", "UTF-8"),
@@ -437,6 +455,8 @@ pub const NAME_TABLES: &[&NameTable] = &[
 ];
 
 const _: () = assert!(fields_len(DATAGRAM_HEADER.fields) == HEADER_FIXED_LEN);
+// Version 1 is the prefix before `flags`.
+const _: () = assert!(field_offset(DATAGRAM_HEADER.fields, "flags") == HEADER_FIXED_LEN_V1);
 const _: () = assert!(fields_len(CAPTURE_HEADER.fields) == CAPTURE_FIXED_LEN);
 const _: () = assert!(fields_len(&RECORD_HEADER) == RECORD_HEADER_LEN);
 
@@ -502,6 +522,10 @@ pub fn render_lua() -> String {
     );
     let _ = writeln!(o, "local LAYOUT = {{");
     let _ = writeln!(o, "    wire_version = {WIRE_VERSION},");
+    let _ = writeln!(o, "    wire_version_1 = {WIRE_VERSION_1},");
+    let _ = writeln!(o, "    dgram_v1_fixed_len = {HEADER_FIXED_LEN_V1},");
+    let _ = writeln!(o, "    flag_mac = {FLAG_MAC},");
+    let _ = writeln!(o, "    mac_len = {MAC_LEN},");
     let _ = writeln!(o, "    capture_version = {CAPTURE_VERSION},");
     let _ = writeln!(
         o,
@@ -861,6 +885,8 @@ mod tests {
             clock_source: 2,
             clock_state: 3,
             event_count: 0,
+            flags: 0,
+            incarnation: 0x4142_4344_4546_4748,
             hostname: "host-x".to_owned(),
         };
         let mut b = DatagramBuilder::new(&h.hostname, 1500);
@@ -873,7 +899,7 @@ mod tests {
             &[
                 ("magic", le(&MAGIC)),
                 ("version", le(&crate::WIRE_VERSION.to_le_bytes())),
-                ("header_len", le(&(61u16 + 6).to_le_bytes())),
+                ("header_len", le(&(70u16 + 6).to_le_bytes())),
                 ("agent_id", le(&h.agent_id.to_le_bytes())),
                 ("boot_id", le(&h.boot_id)),
                 ("seq", le(&h.seq.to_le_bytes())),
@@ -883,6 +909,8 @@ mod tests {
                 ("clock_state", vec![3]),
                 ("event_count", le(&1u16.to_le_bytes())),
                 ("hostname_len", vec![6]),
+                ("flags", vec![0]),
+                ("incarnation", le(&h.incarnation.to_le_bytes())),
             ],
         );
         assert_eq!(

@@ -59,6 +59,8 @@ fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Resul
         clock_source: 0,
         clock_state: 3,
         event_count: 0,
+        flags: 0,
+        incarnation: u64::from(std::process::id()) << 8 | idx as u64 | 1 << 63,
         hostname: host.clone(),
     };
     // Build one full datagram as a template; patch the header and the

@@ -370,6 +370,8 @@ mod tests {
             clock_source: 0,
             clock_state: 2,
             event_count: 3,
+            flags: 0,
+            incarnation: 0,
             hostname: "a".into(),
         };
         assert_eq!(

@@ -98,6 +98,8 @@ pub struct SourceOptions {
     pub reads: usize,
     /// For `sink:`: use this interface's NIC hardware stamps.
     pub hw_iface: Option<String>,
+    /// For `sink:`: authenticate the exchange with this key.
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 impl SourceSpec {
@@ -121,6 +123,7 @@ impl SourceSpec {
                 let mut cfg = ExchangeConfig {
                     injection: opts.injection,
                     hw_iface: opts.hw_iface.clone(),
+                    auth: opts.auth.clone(),
                     ..Default::default()
                 };
                 if opts.reads != 0 {
