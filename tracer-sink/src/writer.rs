@@ -35,6 +35,11 @@ pub(crate) struct Writer {
     summarizer: Summarizer,
     /// Where written batches go back to the receive task.
     pool: Arc<BatchPool>,
+    /// Per agent: events encoded into the file's buffer, not yet written
+    /// (they become delivered or lost at the next commit).
+    uncommitted: Vec<u64>,
+    /// Agents with `uncommitted` events.
+    dirty: Vec<u32>,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
@@ -58,6 +63,8 @@ pub(crate) fn run_writer(
         closed_bytes: 0,
         last_ts: 0,
         summarizer: Summarizer::default(),
+        uncommitted: Vec::new(),
+        dirty: Vec::new(),
     };
     w.open_file();
     while let Some(msg) = rx.blocking_recv() {
@@ -82,6 +89,43 @@ fn unix_now_s() -> u64 {
 }
 
 impl Writer {
+    /// One more event of `agent` in the file's buffer.
+    fn note_written(&mut self, agent: u32) {
+        let i = agent as usize;
+        if self.uncommitted.len() <= i {
+            self.uncommitted.resize(i + 1, 0);
+        }
+        if self.uncommitted[i] == 0 {
+            self.dirty.push(agent);
+        }
+        self.uncommitted[i] += 1;
+    }
+
+    /// The buffer was written (`committed`) or given up: the events of
+    /// every agent in it are now delivered or lost, which is what the
+    /// acknowledgements tell the agents.
+    fn settle(&mut self, committed: bool) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let mut st = self.shared.lock();
+        for &a in &self.dirty {
+            let n = std::mem::take(&mut self.uncommitted[a as usize]);
+            if committed {
+                st.peers.add_delivery(a, n, 0);
+            } else {
+                st.peers.add_delivery(a, 0, n);
+            }
+        }
+        self.dirty.clear();
+    }
+
+    /// An event of `agent` the sink could not write at all.
+    fn lost_one(&mut self, agent: u32) {
+        self.counters.sink_write_lost += 1;
+        self.shared.lock().peers.add_delivery(agent, 0, 1);
+    }
+
     fn publish(&self) {
         self.shared.lock().wr = self.counters.clone();
     }
@@ -99,6 +143,8 @@ impl Writer {
                 agent_id: 0,
                 host: String::new(),
                 clock_source: 0,
+                incarnation: 0,
+                source: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
             });
         }
         if self.agents.len() == idx {
@@ -149,7 +195,10 @@ impl Writer {
         } else if let Some(f) = self.file.as_mut() {
             // Get a quiet sink's events onto disk within a tick.
             match f.commit() {
-                Ok(n) => self.counters.events_written += n,
+                Ok(n) => {
+                    self.counters.events_written += n;
+                    self.settle(true);
+                }
                 Err(fail) => self.on_failure(fail),
             }
             self.sync_bytes();
@@ -191,17 +240,14 @@ impl Writer {
         }
         let m = b.events[i];
         let Some(iface) = self.ensure_interface(m.agent) else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let rec = b.record(i);
         let Some(agent) = self.agents.get(m.agent as usize) else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let Some(file) = self.file.as_mut() else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let comments = self.cfg.comments;
         let summarizer = &mut self.summarizer;
@@ -229,15 +275,19 @@ impl Writer {
                 }
             },
         );
-        if let Err(e) = written {
-            tracing::error!(error = &e as &dyn std::error::Error, "cannot encode event");
-            self.counters.sink_write_lost += 1;
-            return;
-        }
-        match file.maybe_commit() {
+        let commit = match written {
+            Ok(()) => file.maybe_commit(),
+            Err(e) => {
+                tracing::error!(error = &e as &dyn std::error::Error, "cannot encode event");
+                return self.lost_one(m.agent);
+            }
+        };
+        self.note_written(m.agent);
+        match commit {
             Ok(0) => {}
             Ok(n) => {
                 self.counters.events_written += n;
+                self.settle(true);
                 self.sync_bytes();
             }
             Err(fail) => return self.on_failure(fail),
@@ -275,6 +325,7 @@ impl Writer {
 
     fn on_failure(&mut self, fail: WriteFailure) {
         self.counters.sink_write_lost += fail.lost_events;
+        self.settle(false);
         let path = self
             .file
             .as_ref()
@@ -352,21 +403,43 @@ impl Writer {
         s.agents
             .agents
             .iter()
-            .map(|a| IsbInfo {
-                agent: a.index,
-                ifrecv: self.received.get(a.index as usize).copied().unwrap_or(0),
-                ifdrop: a.seq.event_gaps + a.agent_lost,
-                comment: format!(
-                    "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={}) late_datagrams={}",
-                    a.datagrams,
-                    a.seq.datagram_gaps,
-                    a.seq.event_gaps,
-                    a.agent_lost,
-                    a.duplicates + a.stale,
-                    a.duplicates,
-                    a.stale,
-                    a.late
-                ),
+            .map(|a| {
+                let p = s.peers.get(a.index);
+                // preceding_events: this agent's events numbered before
+                // the first one this sink received (sent before it
+                // started or while no sink listened): in none of this
+                // sink's files and not in isb_ifdrop, so that
+                // preceding_events + events + isb_ifdrop accounts for
+                // every event the agent numbered.
+                let trust = match p {
+                    Some(p) => format!(
+                        " preceding_events={} incarnation={:016x} source={} first_source={} source_changes={} seq_conflicts={} conflict_events={}",
+                        p.preceding_events,
+                        p.incarnation,
+                        p.source,
+                        p.first_source,
+                        p.source_changes,
+                        p.seq_conflicts,
+                        p.conflict_events
+                    ),
+                    None => String::new(),
+                };
+                IsbInfo {
+                    agent: a.index,
+                    ifrecv: self.received.get(a.index as usize).copied().unwrap_or(0),
+                    ifdrop: a.seq.event_gaps + a.agent_lost,
+                    comment: format!(
+                        "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={}) late_datagrams={}{trust}",
+                        a.datagrams,
+                        a.seq.datagram_gaps,
+                        a.seq.event_gaps,
+                        a.agent_lost,
+                        a.duplicates + a.stale,
+                        a.duplicates,
+                        a.stale,
+                        a.late
+                    ),
+                }
             })
             .collect()
     }
@@ -380,6 +453,7 @@ impl Writer {
         match f.close(&isbs, self.cfg.clock.now_ns()) {
             Ok(n) => {
                 self.counters.events_written += n;
+                self.settle(true);
                 self.closed_bytes += len;
                 tracing::info!(file = %path, bytes = len, "closed trace file");
             }
@@ -387,6 +461,7 @@ impl Writer {
                 self.file = None;
                 self.closed_bytes += before;
                 self.counters.sink_write_lost += fail.lost_events;
+                self.settle(false);
                 self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
                 tracing::error!(file = %path, error = &fail.error as &dyn std::error::Error, lost_events = fail.lost_events,
                     "could not finish the trace file; it was cut back to its last complete block. \
