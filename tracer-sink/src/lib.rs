@@ -84,11 +84,19 @@ pub async fn run_with_reporter(
     let shared = Arc::new(stats::Shared::new(config.keys.clone()));
     let pool = Arc::new(batch::BatchPool::default());
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_BATCHES);
+    // The writer acknowledges what it committed at once, on a duplicate of
+    // the socket: an ack that waited for the receive task's next tick could
+    // be lost with a killed sink although its events are in the file.
+    let ack_socket = socket2::SockRef::from(&socket)
+        .try_clone()
+        .map(std::net::UdpSocket::from)
+        .map_err(|e| tracing::warn!(error = %e, "no socket for immediate acknowledgements"))
+        .ok();
     let writer = {
         let cfg = config.clone();
         let shared = Arc::clone(&shared);
         let pool = Arc::clone(&pool);
-        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, pool, rx))
+        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, pool, rx, ack_socket))
     };
     let recv = receiver::receive(
         &socket,

@@ -339,14 +339,24 @@ impl PeerTable {
     /// again until something changes), where to send it and its bytes.
     /// `gaps(index)` is the agent table's net event gaps of that agent.
     pub(crate) fn due_acks(&mut self, gaps: impl Fn(u32) -> u64) -> Vec<(SocketAddr, Vec<u8>)> {
+        self.due_acks_for(0..self.peers.len() as u32, gaps)
+    }
+
+    /// [`due_acks`](Self::due_acks) of the agents in `indices` only.
+    pub(crate) fn due_acks_for(
+        &mut self,
+        indices: impl IntoIterator<Item = u32>,
+        gaps: impl Fn(u32) -> u64,
+    ) -> Vec<(SocketAddr, Vec<u8>)> {
         let mut out = Vec::new();
-        let instance = self.instance;
-        for (i, p) in self.peers.iter_mut().enumerate() {
-            let Some(p) = p else { continue };
+        for i in indices {
+            let Some(Some(p)) = self.peers.get_mut(i as usize) else {
+                continue;
+            };
             if p.incarnation == 0 {
                 continue; // a version-1 agent does not read acknowledgements
             }
-            let lost = gaps(i as u32) + p.write_lost;
+            let lost = gaps(i) + p.write_lost;
             let now = (
                 p.preceding_events,
                 p.delivered_events,
@@ -364,7 +374,7 @@ impl PeerTable {
             }
             self.ack_seq += 1;
             let ack = Ack {
-                sink_instance: instance,
+                sink_instance: self.instance,
                 ack_seq: self.ack_seq,
                 agent_id: p.agent_id,
                 boot_id: p.boot_id,

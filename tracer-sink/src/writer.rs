@@ -40,6 +40,8 @@ pub(crate) struct Writer {
     uncommitted: Vec<u64>,
     /// Agents with `uncommitted` events.
     dirty: Vec<u32>,
+    /// Where acknowledgements go right after a commit.
+    ack_socket: Option<std::net::UdpSocket>,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
@@ -48,6 +50,7 @@ pub(crate) fn run_writer(
     shared: Arc<Shared>,
     pool: Arc<BatchPool>,
     mut rx: Receiver<ToWriter>,
+    ack_socket: Option<std::net::UdpSocket>,
 ) {
     let mut w = Writer {
         pool,
@@ -65,6 +68,7 @@ pub(crate) fn run_writer(
         summarizer: Summarizer::default(),
         uncommitted: Vec::new(),
         dirty: Vec::new(),
+        ack_socket,
     };
     w.open_file();
     while let Some(msg) = rx.blocking_recv() {
@@ -108,16 +112,36 @@ impl Writer {
         if self.dirty.is_empty() {
             return;
         }
-        let mut st = self.shared.lock();
-        for &a in &self.dirty {
-            let n = std::mem::take(&mut self.uncommitted[a as usize]);
-            if committed {
-                st.peers.add_delivery(a, n, 0);
-            } else {
-                st.peers.add_delivery(a, 0, n);
+        let acks = {
+            let mut st = self.shared.lock();
+            for &a in &self.dirty {
+                let n = std::mem::take(&mut self.uncommitted[a as usize]);
+                if committed {
+                    st.peers.add_delivery(a, n, 0);
+                } else {
+                    st.peers.add_delivery(a, 0, n);
+                }
             }
-        }
+            let crate::stats::SharedState { agents, peers, .. } = &mut *st;
+            peers.due_acks_for(self.dirty.iter().copied(), |i| {
+                agents
+                    .agents
+                    .get(i as usize)
+                    .map_or(0, |a| a.seq.event_gaps)
+            })
+        };
         self.dirty.clear();
+        if let Some(sock) = &self.ack_socket {
+            let mut sent = 0;
+            for (to, bytes) in acks {
+                // The socket is non-blocking (tokio's): an ack that does
+                // not fit now goes out with a later one.
+                if sock.send_to(&bytes, to).is_ok() {
+                    sent += 1;
+                }
+            }
+            self.shared.lock().rx.acks_sent += sent;
+        }
     }
 
     /// An event of `agent` the sink could not write at all.
