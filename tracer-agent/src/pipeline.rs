@@ -287,6 +287,10 @@ impl<T: Transport> Pipeline<T> {
                 self.stats.bytes += bytes.len() as u64;
             }
             Err(e) => {
+                if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    // ICMP port unreachable, reported on this send.
+                    self.stats.sink_unreachable += 1;
+                }
                 if self.stats.send_errors == 0 || self.stats.send_errors.is_power_of_two() {
                     tracing::warn!(error = %e, failures = self.stats.send_errors + 1, "sending to the sink failed; is tracer-sink running and reachable?");
                 }

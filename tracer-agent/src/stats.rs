@@ -52,7 +52,8 @@ pub struct AgentStats {
     /// acknowledgement for this agent (untagged or wrongly tagged with a
     /// key set, malformed, or for another agent).
     pub acks_rejected: u64,
-    /// ICMP port unreachable reports: nothing listened at the sink address.
+    /// ICMP port unreachable reports (on a send or while reading acks):
+    /// nothing listened at the sink address.
     pub sink_unreachable: u64,
     /// What each sink instance confirmed last, oldest first.
     pub sinks: Vec<SinkAck>,
