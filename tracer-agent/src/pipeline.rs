@@ -315,6 +315,8 @@ mod tests {
     struct Capture {
         sent: Vec<Vec<u8>>,
         fail_next: bool,
+        /// Datagrams "from the sink", read by `recv`.
+        inbox: std::collections::VecDeque<Vec<u8>>,
     }
 
     impl Transport for Capture {
@@ -325,6 +327,106 @@ mod tests {
             self.sent.push(d.to_vec());
             Ok(())
         }
+
+        fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+            Ok(self.inbox.pop_front().map(|d| {
+                buf[..d.len()].copy_from_slice(&d);
+                d.len()
+            }))
+        }
+    }
+
+    fn ack(
+        instance: u64,
+        seq: u64,
+        preceding: u64,
+        delivered: u64,
+        lost: u64,
+    ) -> tracer_codec::Ack {
+        tracer_codec::Ack {
+            sink_instance: instance,
+            ack_seq: seq,
+            agent_id: 42,
+            boot_id: [1; 16],
+            incarnation: 7,
+            preceding_events: preceding,
+            delivered_events: delivered,
+            lost_events: lost,
+            received_events: delivered + lost,
+        }
+    }
+
+    #[test]
+    fn keyed_datagrams_check_and_acks_split_delivered_lost_unconfirmed() {
+        let shared = tracer_auth::SharedKey::from_bytes(&[4; 32]).unwrap();
+        let dk = shared.mac_key(tracer_auth::Purpose::Datagram);
+        let ak = shared.mac_key(tracer_auth::Purpose::Ack);
+        let mut p = Pipeline::new(&id(), Capture::default(), 1472, Duration::from_secs(60))
+            .with_keys(dk.clone(), ak.clone());
+        for _ in 0..30 {
+            p.push(&TxEvent::default());
+        }
+        p.flush();
+        for d in &p.transport().sent {
+            assert!(d.len() <= 1472);
+            let v = tracer_codec::DatagramView::parse(d).unwrap();
+            assert_eq!(v.header().incarnation, 7);
+            let (signed, tag) = tracer_codec::mac_trailer(d, v.header()).expect("tagged");
+            assert!(dk.verify(signed, tag));
+        }
+        // First sink: 20 written, 2 lost; it is killed; the second sink
+        // starts at event 25 and writes 5. An untagged ack is refused.
+        p.transport
+            .inbox
+            .push_back(ack(1, 1, 0, 20, 2).encode_with_mac(|d| ak.tag(d)).to_vec());
+        p.transport
+            .inbox
+            .push_back(ack(2, 1, 25, 5, 0).encode().to_vec());
+        p.poll_acks(Instant::now());
+        assert_eq!(p.stats.acks_rejected, 1);
+        assert_eq!(
+            (
+                p.stats.events_sequenced,
+                p.stats.events_delivered,
+                p.stats.events_sink_lost,
+                p.stats.events_unconfirmed
+            ),
+            (30, 20, 2, 8)
+        );
+        assert!(
+            !p.wait_for_acks(Duration::ZERO),
+            "the second sink has not confirmed yet"
+        );
+        p.transport
+            .inbox
+            .push_back(ack(2, 2, 25, 5, 0).encode_with_mac(|d| ak.tag(d)).to_vec());
+        assert!(p.wait_for_acks(Duration::from_millis(10)));
+        assert_eq!(
+            (p.stats.events_delivered, p.stats.events_unconfirmed),
+            (25, 3)
+        );
+        assert_eq!(p.stats.sinks.len(), 2);
+        let table = p.stats.table();
+        assert!(table.contains("unconfirmed"), "{table}");
+    }
+
+    #[test]
+    fn a_refused_send_counts_as_unreachable_and_stays_unconfirmed() {
+        let mut p = Pipeline::new(&id(), Capture::default(), 1472, Duration::from_secs(60));
+        p.transport.fail_next = true;
+        p.push(&TxEvent::default());
+        p.flush();
+        p.poll_acks(Instant::now());
+        assert_eq!(p.stats.sink_unreachable, 1);
+        assert_eq!(
+            (p.stats.events_sequenced, p.stats.events_unconfirmed),
+            (1, 1)
+        );
+        assert!(p.stats.table().contains("no acknowledgement received"));
+        // Without any ack there is nothing to wait for at exit.
+        let t = Instant::now();
+        assert!(!p.wait_for_acks(Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(1));
     }
 
     fn id() -> AgentIdentity {
