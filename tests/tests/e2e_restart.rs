@@ -13,6 +13,8 @@
 //!   numbered plus its own losses;
 //! - what the agent reports delivered is what the two files hold;
 //! - what it reports unconfirmed is exactly what no file holds.
+//!
+//! The agent's clock follows the sink through the keyed clock exchange.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
