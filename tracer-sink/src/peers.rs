@@ -21,11 +21,14 @@ pub const AUTH_REASONS: &[&str] = &["auth_missing", "auth_bad", "replay"];
 pub const REPLAY_WINDOW: u64 = 4096;
 
 /// Accepted datagrams whose fingerprints are remembered per agent, to tell
-/// a conflicting datagram from a duplicate (no key).
-const RECENT: usize = 32;
+/// a conflicting datagram from a duplicate (no key). A forgery that races
+/// the real datagram for the next sequence number is caught here: the real
+/// one arrives right after. Small: every agent has these (16 bytes each),
+/// also the invented ones of a sender that sprays agent ids.
+const RECENT: usize = 8;
 /// Datagrams that arrived ahead of sequence whose fingerprints are kept
 /// longer: a forgery at a future sequence number is one of them.
-const AHEAD: usize = 16;
+const AHEAD: usize = 8;
 /// An unchanged acknowledgement is repeated this many times (a lost ack
 /// must not leave the agent in doubt), then no longer.
 const ACK_REPEATS: u32 = 3;
@@ -142,6 +145,36 @@ pub(crate) fn fingerprint(d: &DatagramView<'_>) -> u64 {
     x
 }
 
+/// The last `N` (seq, fingerprint) pairs pushed.
+#[derive(Debug, Clone)]
+struct Ring<const N: usize> {
+    items: [(u64, u64); N],
+    len: usize,
+    next: usize,
+}
+
+impl<const N: usize> Default for Ring<N> {
+    fn default() -> Self {
+        Ring {
+            items: [(0, 0); N],
+            len: 0,
+            next: 0,
+        }
+    }
+}
+
+impl<const N: usize> Ring<N> {
+    fn push(&mut self, x: (u64, u64)) {
+        self.items[self.next] = x;
+        self.next = (self.next + 1) % N;
+        self.len = (self.len + 1).min(N);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(u64, u64)> {
+        self.items[..self.len].iter()
+    }
+}
+
 /// One agent incarnation as its peer.
 #[derive(Debug)]
 pub struct Peer {
@@ -180,8 +213,10 @@ pub struct Peer {
     replay: Option<ReplayWindow>,
     /// Highest datagram sequence number accepted + 1.
     next_seq: u64,
-    recent: Vec<(u64, u64)>,
-    ahead: Vec<(u64, u64)>,
+    /// (seq, fingerprint) of the last accepted datagrams, a ring.
+    recent: Ring<RECENT>,
+    /// The same of the last ones that arrived ahead of sequence.
+    ahead: Ring<AHEAD>,
     /// Counts in the last acknowledgement and how often it was sent.
     last_ack: (u64, u64, u64, u64),
     ack_repeats: u32,
@@ -193,7 +228,7 @@ impl Peer {
     pub(crate) fn conflicts_with(&self, seq: u64, fp: u64) -> bool {
         self.recent
             .iter()
-            .chain(&self.ahead)
+            .chain(self.ahead.iter())
             .any(|&(s, f)| s == seq && f != fp)
     }
 
@@ -284,8 +319,8 @@ impl PeerTable {
             write_lost: 0,
             replay: keyed.then(ReplayWindow::default),
             next_seq: h.seq,
-            recent: Vec::new(),
-            ahead: Vec::new(),
+            recent: Ring::default(),
+            ahead: Ring::default(),
             last_ack: (u64::MAX, 0, 0, 0),
             ack_repeats: 0,
         });
@@ -303,13 +338,7 @@ impl PeerTable {
         }
         let entry = (h.seq, fp);
         if h.seq > p.next_seq {
-            if p.ahead.len() >= AHEAD {
-                p.ahead.remove(0);
-            }
             p.ahead.push(entry);
-        }
-        if p.recent.len() >= RECENT {
-            p.recent.remove(0);
         }
         p.recent.push(entry);
         p.next_seq = p.next_seq.max(h.seq.saturating_add(1));
