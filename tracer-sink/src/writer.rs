@@ -42,6 +42,10 @@ pub(crate) struct Writer {
     dirty: Vec<u32>,
     /// Where acknowledgements go right after a commit.
     ack_socket: Option<std::net::UdpSocket>,
+    /// Per agent: events it could not write at all since the last publish
+    /// (a full disk loses them at the arrival rate: counted here, handed to
+    /// the shared state once per message, not once per event).
+    lost_pending: Vec<(u32, u64)>,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
@@ -69,6 +73,7 @@ pub(crate) fn run_writer(
         uncommitted: Vec::new(),
         dirty: Vec::new(),
         ack_socket,
+        lost_pending: Vec::new(),
     };
     w.open_file();
     while let Some(msg) = rx.blocking_recv() {
@@ -147,10 +152,19 @@ impl Writer {
     /// An event of `agent` the sink could not write at all.
     fn lost_one(&mut self, agent: u32) {
         self.counters.sink_write_lost += 1;
-        self.shared.lock().peers.add_delivery(agent, 0, 1);
+        match self.lost_pending.last_mut() {
+            Some((a, n)) if *a == agent => *n += 1,
+            _ => self.lost_pending.push((agent, 1)),
+        }
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
+        if !self.lost_pending.is_empty() {
+            let mut st = self.shared.lock();
+            for (a, n) in self.lost_pending.drain(..) {
+                st.peers.add_delivery(a, 0, n);
+            }
+        }
         self.shared.lock().wr = self.counters.clone();
     }
 
