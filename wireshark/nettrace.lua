@@ -10,6 +10,8 @@ GENERATED LAYOUT markers below; the rest is display logic. It decodes:
 
   * pcapng files written by tracer-sink: link type USER0 (LINKTYPE_USER0,
     147); each frame is one capture record (capture header + one event).
+  * the sink's acknowledgements to the agents ("NTRA", docs/wire-format.md)
+    on the same port;
   * live agent -> sink UDP datagrams ("NTRC" header + event records) on the
     UDP port set by the preference nettrace.udp_port (default 7420), or on
     any port through "Decode As... > UDP port > NETTRACE".
@@ -58,6 +60,7 @@ local LAYOUT = {
     magic = "NTRC",
     max_hostname_len = 64,
     record_header_len = 4,
+    ack_magic = "NTRA",
     dgram = {
         fixed_len = 70,
         fields = {
@@ -90,6 +93,26 @@ local LAYOUT = {
             host_len = { offset = 22, size = 1, type = "u8" },
         },
         order = { "version", "header_len", "agent_id", "event_seq", "clock_source", "clock_state", "host_len" },
+    },
+    ack = {
+        fixed_len = 96,
+        fields = {
+            magic = { offset = 0, size = 4, type = "text" },
+            version = { offset = 4, size = 2, type = "u16" },
+            ack_len = { offset = 6, size = 2, type = "u16" },
+            flags = { offset = 8, size = 1, type = "u8" },
+            reserved = { offset = 9, size = 7, type = "bytes" },
+            sink_instance = { offset = 16, size = 8, type = "u64" },
+            ack_seq = { offset = 24, size = 8, type = "u64" },
+            agent_id = { offset = 32, size = 8, type = "u64" },
+            boot_id = { offset = 40, size = 16, type = "guid" },
+            incarnation = { offset = 56, size = 8, type = "u64" },
+            preceding_events = { offset = 64, size = 8, type = "u64" },
+            delivered_events = { offset = 72, size = 8, type = "u64" },
+            lost_events = { offset = 80, size = 8, type = "u64" },
+            received_events = { offset = 88, size = 8, type = "u64" },
+        },
+        order = { "magic", "version", "ack_len", "flags", "reserved", "sink_instance", "ack_seq", "agent_id", "boot_id", "incarnation", "preceding_events", "delivered_events", "lost_events", "received_events" },
     },
     record = {
         fields = {
@@ -309,6 +332,17 @@ local F = {
     dgram_flag_mac = ProtoField.bool("nettrace.dgram.flags.mac", "Tagged (ends with a MAC)", 8, nil, LAYOUT.flag_mac),
     incarnation = ProtoField.uint64("nettrace.dgram.incarnation", "Incarnation", base.HEX),
     dgram_mac = ProtoField.bytes("nettrace.dgram.mac", "MAC (HMAC-SHA256-128, not checked here)"),
+    -- the sink's acknowledgement (sink -> agent, "NTRA")
+    ack_version = ProtoField.uint16("nettrace.ack.version", "Ack version"),
+    ack_len = ProtoField.uint16("nettrace.ack.ack_len", "Ack length"),
+    ack_flags = ProtoField.uint8("nettrace.ack.flags", "Flags", base.HEX),
+    ack_sink_instance = ProtoField.uint64("nettrace.ack.sink_instance", "Sink instance", base.HEX),
+    ack_seq = ProtoField.uint64("nettrace.ack.ack_seq", "Ack sequence"),
+    ack_preceding = ProtoField.uint64("nettrace.ack.preceding_events", "Events before this sink's first"),
+    ack_delivered = ProtoField.uint64("nettrace.ack.delivered_events", "Events in the sink's files"),
+    ack_lost = ProtoField.uint64("nettrace.ack.lost_events", "Events the sink counted lost"),
+    ack_received = ProtoField.uint64("nettrace.ack.received_events", "Events the sink accepted"),
+    ack_mac = ProtoField.bytes("nettrace.ack.mac", "MAC (HMAC-SHA256-128, not checked here)"),
     -- capture header (pcapng frames)
     cap_version = ProtoField.uint16("nettrace.capture.version", "Capture version"),
     cap_header_len = ProtoField.uint16("nettrace.capture.header_len", "Header length"),
@@ -1557,9 +1591,60 @@ local function dissect_dgram_header(tvb, tree)
     return h
 end
 
+-- The sink's acknowledgement to an agent (it comes from the sink's port).
+local ACK = LAYOUT.ack
+local function dissect_ack(tvb, pinfo, tree)
+    local total = tvb:len()
+    tree:append_text(" (acknowledgement)")
+    if total < ACK.fixed_len then
+        tree:add_proto_expert_info(E.too_short,
+            string.format("Acknowledgement of %d bytes, it needs %d", total, ACK.fixed_len))
+        set_columns(pinfo, "[Malformed: too short]")
+        return total
+    end
+    local a = field_reader(tvb, ACK.fields)
+    tree:add(F.magic, a("magic"))
+    local version_item = tree:add_le(F.ack_version, a("version"))
+    if a("version"):le_uint() ~= 1 then
+        version_item:add_proto_expert_info(E.bad_version, "Acknowledgement version this dissector does not read")
+        set_columns(pinfo, "[Malformed: ack version]")
+        return total
+    end
+    local len_item = tree:add_le(F.ack_len, a("ack_len"))
+    tree:add(F.ack_flags, a("flags"))
+    tree:add_le(F.ack_sink_instance, a("sink_instance"))
+    tree:add_le(F.ack_seq, a("ack_seq"))
+    tree:add_le(F.agent_id, a("agent_id"))
+    tree:add(F.boot_id, a("boot_id"))
+    tree:add_le(F.incarnation, a("incarnation"))
+    tree:add_le(F.ack_preceding, a("preceding_events"))
+    tree:add_le(F.ack_delivered, a("delivered_events"))
+    tree:add_le(F.ack_lost, a("lost_events"))
+    tree:add_le(F.ack_received, a("received_events"))
+    local ack_len = a("ack_len"):le_uint()
+    local mac_len = 0
+    if bit32.band(a("flags"):uint(), LAYOUT.flag_mac) ~= 0 then
+        mac_len = LAYOUT.mac_len
+    end
+    if not check_header_len(len_item, ack_len, ACK.fixed_len, total - mac_len) or ack_len + mac_len ~= total then
+        set_columns(pinfo, "[Malformed: bad ack length]")
+        return total
+    end
+    if mac_len > 0 then
+        tree:add(F.ack_mac, tvb(ack_len, mac_len))
+    end
+    set_columns(pinfo, string.format("ack agent=%s delivered=%s lost=%s preceding=%s",
+        tostring(a("agent_id"):le_uint64()), tostring(a("delivered_events"):le_uint64()),
+        tostring(a("lost_events"):le_uint64()), tostring(a("preceding_events"):le_uint64())))
+    return total
+end
+
 local function dissect_dgram(tvb, pinfo, root)
     local total = tvb:len()
     local tree = root:add(proto, tvb())
+    if total >= 4 and tvb(0, 4):string() == LAYOUT.ack_magic then
+        return dissect_ack(tvb, pinfo, tree)
+    end
     local h, why = dissect_dgram_header(tvb, tree)
     if h == nil then
         set_columns(pinfo, "[Malformed: " .. why .. "]")

@@ -326,10 +326,23 @@ fn udp_tagged_and_version_1_datagrams() {
         None,
     );
     assert_eq!(tagged.len(), plain.len() + tracer_codec::MAC_LEN);
+    // The sink's acknowledgement to the agent comes from the same port.
+    let ack = tracer_codec::Ack {
+        sink_instance: 0xabcd,
+        ack_seq: 3,
+        agent_id: dg.agent.agent_id,
+        boot_id: dg.agent.boot_id,
+        incarnation: INCARNATION,
+        preceding_events: 1000,
+        delivered_events: 250,
+        lost_events: 7,
+        received_events: 260,
+    }
+    .encode_with_mac(|d| key.tag(d));
     let tag = &tagged[tagged.len() - tracer_codec::MAC_LEN..];
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tagged.pcapng");
-    let frames: Vec<Frame> = [&plain, &tagged, &v1]
+    let frames: Vec<Frame> = [&plain, &tagged, &v1, &ack]
         .iter()
         .enumerate()
         .map(|(i, d)| Frame {
@@ -340,7 +353,7 @@ fn udp_tagged_and_version_1_datagrams() {
         .collect();
     write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
     let rows = decode(&tshark, &file, &Query::default());
-    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.len(), 4);
     let (plain_row, tagged_row, v1_row) = (&rows[0], &rows[1], &rows[2]);
     assert_eq!(tagged_row.one("nettrace.dgram.flags"), "0x01");
     assert_eq!(tagged_row.one("nettrace.dgram.flags.mac"), "1");
@@ -363,4 +376,38 @@ fn udp_tagged_and_version_1_datagrams() {
     assert!(!v1_row.has("nettrace.dgram.mac"));
     assert_eq!(v1_row.all("nettrace.kind"), plain_row.all("nettrace.kind"));
     assert_eq!(v1_row.one("nettrace.host"), dg.agent.host);
+    // The acknowledgement is shown as one, not as a malformed datagram
+    // (`fields` fails on any expert error).
+    let ack_rows = tshark
+        .fields(
+            &file,
+            &[
+                "frame.number",
+                "nettrace.ack.sink_instance",
+                "nettrace.ack.preceding_events",
+                "nettrace.ack.delivered_events",
+                "nettrace.ack.lost_events",
+                "nettrace.ack.received_events",
+                "nettrace.dgram.incarnation",
+                "nettrace.ack.mac",
+                "_ws.col.Info",
+            ],
+            &Query::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a = &ack_rows[3];
+    assert_eq!(a.one("nettrace.ack.sink_instance"), "0x000000000000abcd");
+    assert_eq!(a.one("nettrace.ack.preceding_events"), "1000");
+    assert_eq!(a.one("nettrace.ack.delivered_events"), "250");
+    assert_eq!(a.one("nettrace.ack.lost_events"), "7");
+    assert_eq!(a.one("nettrace.ack.received_events"), "260");
+    assert_eq!(
+        a.one("nettrace.dgram.incarnation"),
+        format!("0x{INCARNATION:016x}")
+    );
+    assert_eq!(
+        a.one("nettrace.ack.mac"),
+        hex(&ack[ack.len() - tracer_codec::MAC_LEN..])
+    );
+    assert!(a.one("_ws.col.Info").starts_with("ack agent="), "{a:?}");
 }
