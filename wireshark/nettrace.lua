@@ -10,11 +10,11 @@ GENERATED LAYOUT markers below; the rest is display logic. It decodes:
 
   * pcapng files written by tracer-sink: link type USER0 (LINKTYPE_USER0,
     147); each frame is one capture record (capture header + one event).
-  * the sink's acknowledgements to the agents ("NTRA", docs/wire-format.md)
-    on the same port;
   * live agent -> sink UDP datagrams ("NTRC" header + event records) on the
     UDP port set by the preference nettrace.udp_port (default 7420), or on
-    any port through "Decode As... > UDP port > NETTRACE".
+    any port through "Decode As... > UDP port > NETTRACE"; and the sink's
+    acknowledgements to the agents ("NTRA", see docs/wire-format.md) on
+    the same port.
 
 Event kinds:
   1  TX timestamp: one BPF TX timestamping callback, with
