@@ -2,7 +2,7 @@
 nettrace.lua - Wireshark/tshark dissector for the clock-synchronized network
 stack tracer ("nettrace").
 
-Understands wire format version 1 and capture record version 1, exactly as
+Understands wire format versions 2 and 1 and capture record version 1, as
 defined in docs/wire-format.md. Its layout tables (offsets, body lengths,
 kind numbers, name tables) are generated from tracer-codec's layout
 description (tracer-codec/src/layout.rs) into the block between the
@@ -12,7 +12,9 @@ GENERATED LAYOUT markers below; the rest is display logic. It decodes:
     147); each frame is one capture record (capture header + one event).
   * live agent -> sink UDP datagrams ("NTRC" header + event records) on the
     UDP port set by the preference nettrace.udp_port (default 7420), or on
-    any port through "Decode As... > UDP port > NETTRACE".
+    any port through "Decode As... > UDP port > NETTRACE"; and the sink's
+    acknowledgements to the agents ("NTRA", see docs/wire-format.md) on
+    the same port.
 
 Event kinds:
   1  TX timestamp: one BPF TX timestamping callback, with
@@ -49,13 +51,18 @@ wireshark/README.md.
 -- Do not edit by hand: rendered by tracer_codec::layout::render_lua();
 -- regenerate with `UPDATE_GENERATED=1 cargo test -p tracer-codec`.
 local LAYOUT = {
-    wire_version = 1,
+    wire_version = 2,
+    wire_version_1 = 1,
+    dgram_v1_fixed_len = 61,
+    flag_mac = 1,
+    mac_len = 16,
     capture_version = 1,
     magic = "NTRC",
     max_hostname_len = 64,
     record_header_len = 4,
+    ack_magic = "NTRA",
     dgram = {
-        fixed_len = 61,
+        fixed_len = 70,
         fields = {
             magic = { offset = 0, size = 4, type = "text" },
             version = { offset = 4, size = 2, type = "u16" },
@@ -69,8 +76,10 @@ local LAYOUT = {
             clock_state = { offset = 57, size = 1, type = "u8", names = "ClockState" },
             event_count = { offset = 58, size = 2, type = "u16" },
             hostname_len = { offset = 60, size = 1, type = "u8" },
+            flags = { offset = 61, size = 1, type = "u8" },
+            incarnation = { offset = 62, size = 8, type = "u64" },
         },
-        order = { "magic", "version", "header_len", "agent_id", "boot_id", "seq", "lost_events", "first_event_seq", "clock_source", "clock_state", "event_count", "hostname_len" },
+        order = { "magic", "version", "header_len", "agent_id", "boot_id", "seq", "lost_events", "first_event_seq", "clock_source", "clock_state", "event_count", "hostname_len", "flags", "incarnation" },
     },
     capture = {
         fixed_len = 23,
@@ -84,6 +93,26 @@ local LAYOUT = {
             host_len = { offset = 22, size = 1, type = "u8" },
         },
         order = { "version", "header_len", "agent_id", "event_seq", "clock_source", "clock_state", "host_len" },
+    },
+    ack = {
+        fixed_len = 96,
+        fields = {
+            magic = { offset = 0, size = 4, type = "text" },
+            version = { offset = 4, size = 2, type = "u16" },
+            ack_len = { offset = 6, size = 2, type = "u16" },
+            flags = { offset = 8, size = 1, type = "u8" },
+            reserved = { offset = 9, size = 7, type = "bytes" },
+            sink_instance = { offset = 16, size = 8, type = "u64" },
+            ack_seq = { offset = 24, size = 8, type = "u64" },
+            agent_id = { offset = 32, size = 8, type = "u64" },
+            boot_id = { offset = 40, size = 16, type = "guid" },
+            incarnation = { offset = 56, size = 8, type = "u64" },
+            preceding_events = { offset = 64, size = 8, type = "u64" },
+            delivered_events = { offset = 72, size = 8, type = "u64" },
+            lost_events = { offset = 80, size = 8, type = "u64" },
+            received_events = { offset = 88, size = 8, type = "u64" },
+        },
+        order = { "magic", "version", "ack_len", "flags", "reserved", "sink_instance", "ack_seq", "agent_id", "boot_id", "incarnation", "preceding_events", "delivered_events", "lost_events", "received_events" },
     },
     record = {
         fields = {
@@ -226,6 +255,7 @@ local LAYOUT = {
 
 -- Versions this script understands. Anything else is flagged, not guessed at.
 local WIRE_VERSION = LAYOUT.wire_version
+local WIRE_VERSION_1 = LAYOUT.wire_version_1
 local CAPTURE_VERSION = LAYOUT.capture_version
 
 local MAGIC = LAYOUT.magic
@@ -298,6 +328,21 @@ local F = {
     lost_events = ProtoField.uint64("nettrace.dgram.lost_events", "Lost events (cumulative)"),
     first_event_seq = ProtoField.uint64("nettrace.dgram.first_event_seq", "First event sequence"),
     event_count = ProtoField.uint16("nettrace.dgram.event_count", "Event count"),
+    dgram_flags = ProtoField.uint8("nettrace.dgram.flags", "Flags", base.HEX),
+    dgram_flag_mac = ProtoField.bool("nettrace.dgram.flags.mac", "Tagged (ends with a MAC)", 8, nil, LAYOUT.flag_mac),
+    incarnation = ProtoField.uint64("nettrace.dgram.incarnation", "Incarnation", base.HEX),
+    dgram_mac = ProtoField.bytes("nettrace.dgram.mac", "MAC (HMAC-SHA256-128, not checked here)"),
+    -- the sink's acknowledgement (sink -> agent, "NTRA")
+    ack_version = ProtoField.uint16("nettrace.ack.version", "Ack version"),
+    ack_len = ProtoField.uint16("nettrace.ack.ack_len", "Ack length"),
+    ack_flags = ProtoField.uint8("nettrace.ack.flags", "Flags", base.HEX),
+    ack_sink_instance = ProtoField.uint64("nettrace.ack.sink_instance", "Sink instance", base.HEX),
+    ack_seq = ProtoField.uint64("nettrace.ack.ack_seq", "Ack sequence"),
+    ack_preceding = ProtoField.uint64("nettrace.ack.preceding_events", "Events before this sink's first"),
+    ack_delivered = ProtoField.uint64("nettrace.ack.delivered_events", "Events in the sink's files"),
+    ack_lost = ProtoField.uint64("nettrace.ack.lost_events", "Events the sink counted lost"),
+    ack_received = ProtoField.uint64("nettrace.ack.received_events", "Events the sink accepted"),
+    ack_mac = ProtoField.bytes("nettrace.ack.mac", "MAC (HMAC-SHA256-128, not checked here)"),
     -- capture header (pcapng frames)
     cap_version = ProtoField.uint16("nettrace.capture.version", "Capture version"),
     cap_header_len = ProtoField.uint16("nettrace.capture.header_len", "Header length"),
@@ -465,6 +510,7 @@ local E = {
     bad_magic = malformed("bad_magic", "Bad magic: not a nettrace datagram"),
     bad_version = malformed("bad_version", "Unsupported version"),
     bad_header_len = malformed("bad_header_len", "Header length out of range"),
+    bad_flags = malformed("bad_flags", "Unknown header flags"),
     bad_hostname = malformed("bad_hostname", "Bad host name"),
     truncated = malformed("truncated_record", "Record runs past the end"),
     count_mismatch = malformed("event_count_mismatch", "Record count differs from the header"),
@@ -1477,9 +1523,9 @@ end
 -- the records need, or nil (after adding an expert) when it is unusable.
 local function dissect_dgram_header(tvb, tree)
     local total = tvb:len()
-    if total < DGRAM.fixed_len then
+    if total < LAYOUT.dgram_v1_fixed_len then
         tree:add_proto_expert_info(E.too_short,
-            string.format("Datagram of %d bytes, the header needs %d", total, DGRAM.fixed_len))
+            string.format("Datagram of %d bytes, the header needs %d", total, LAYOUT.dgram_v1_fixed_len))
         return nil, "too short"
     end
     local d = field_reader(tvb, DGRAM.fields)
@@ -1490,10 +1536,19 @@ local function dissect_dgram_header(tvb, tree)
     end
     local version = d("version"):le_uint()
     local version_item = tree:add_le(F.dgram_version, d("version"))
-    if version ~= WIRE_VERSION then
+    if version ~= WIRE_VERSION and version ~= WIRE_VERSION_1 then
         version_item:add_proto_expert_info(E.bad_version,
-            string.format("Wire version %d, this dissector reads %d", version, WIRE_VERSION))
+            string.format("Wire version %d, this dissector reads %d and %d", version, WIRE_VERSION_1, WIRE_VERSION))
         return nil, "wire version " .. version
+    end
+    -- Version 1 ends its fixed part before `flags`: no flags, incarnation or MAC.
+    local fixed_len = DGRAM.fixed_len
+    if version == WIRE_VERSION_1 then
+        fixed_len = LAYOUT.dgram_v1_fixed_len
+    elseif total < fixed_len then
+        tree:add_proto_expert_info(E.too_short,
+            string.format("Datagram of %d bytes, the header needs %d", total, fixed_len))
+        return nil, "too short"
     end
     local header_len = d("header_len"):le_uint()
     local hl_item = tree:add_le(F.dgram_header_len, d("header_len"))
@@ -1502,6 +1557,7 @@ local function dissect_dgram_header(tvb, tree)
         first = d("first_event_seq"):le_uint64(),
         first_range = d("first_event_seq"),
         count = d("event_count"):le_uint(),
+        mac_len = 0,
     }
     tree:add_le(F.agent_id, d("agent_id"))
     tree:add(F.boot_id, d("boot_id"))
@@ -1513,17 +1569,82 @@ local function dissect_dgram_header(tvb, tree)
     tree:add(F.clock_state, d("clock_state"))
     h.count_item = tree:add_le(F.event_count, d("event_count"))
     local host_len = d("hostname_len"):uint()
-    if not check_header_len(hl_item, header_len, DGRAM.fixed_len + host_len, total) then
+    if version ~= WIRE_VERSION_1 then
+        local flags = d("flags"):uint()
+        local flags_item = tree:add(F.dgram_flags, d("flags"))
+        flags_item:add(F.dgram_flag_mac, d("flags"))
+        tree:add_le(F.incarnation, d("incarnation"))
+        if bit32.band(flags, bit32.bnot(LAYOUT.flag_mac)) ~= 0 then
+            flags_item:add_proto_expert_info(E.bad_flags,
+                string.format("Flags 0x%02x: bits other than 0 are reserved", flags))
+            return nil, "unknown flags"
+        end
+        if bit32.band(flags, LAYOUT.flag_mac) ~= 0 then
+            h.mac_len = LAYOUT.mac_len
+        end
+    end
+    if not check_header_len(hl_item, header_len, fixed_len + host_len, total - h.mac_len) then
         return nil, "bad header length"
     end
-    h.host = add_host(tree, tvb, d("hostname_len"), DGRAM.fixed_len, host_len)
+    h.host = add_host(tree, tvb, d("hostname_len"), fixed_len, host_len)
     h.header_len = header_len
     return h
+end
+
+-- The sink's acknowledgement to an agent (it comes from the sink's port).
+local ACK = LAYOUT.ack
+local function dissect_ack(tvb, pinfo, tree)
+    local total = tvb:len()
+    tree:append_text(" (acknowledgement)")
+    if total < ACK.fixed_len then
+        tree:add_proto_expert_info(E.too_short,
+            string.format("Acknowledgement of %d bytes, it needs %d", total, ACK.fixed_len))
+        set_columns(pinfo, "[Malformed: too short]")
+        return total
+    end
+    local a = field_reader(tvb, ACK.fields)
+    tree:add(F.magic, a("magic"))
+    local version_item = tree:add_le(F.ack_version, a("version"))
+    if a("version"):le_uint() ~= 1 then
+        version_item:add_proto_expert_info(E.bad_version, "Acknowledgement version this dissector does not read")
+        set_columns(pinfo, "[Malformed: ack version]")
+        return total
+    end
+    local len_item = tree:add_le(F.ack_len, a("ack_len"))
+    tree:add(F.ack_flags, a("flags"))
+    tree:add_le(F.ack_sink_instance, a("sink_instance"))
+    tree:add_le(F.ack_seq, a("ack_seq"))
+    tree:add_le(F.agent_id, a("agent_id"))
+    tree:add(F.boot_id, a("boot_id"))
+    tree:add_le(F.incarnation, a("incarnation"))
+    tree:add_le(F.ack_preceding, a("preceding_events"))
+    tree:add_le(F.ack_delivered, a("delivered_events"))
+    tree:add_le(F.ack_lost, a("lost_events"))
+    tree:add_le(F.ack_received, a("received_events"))
+    local ack_len = a("ack_len"):le_uint()
+    local mac_len = 0
+    if bit32.band(a("flags"):uint(), LAYOUT.flag_mac) ~= 0 then
+        mac_len = LAYOUT.mac_len
+    end
+    if not check_header_len(len_item, ack_len, ACK.fixed_len, total - mac_len) or ack_len + mac_len ~= total then
+        set_columns(pinfo, "[Malformed: bad ack length]")
+        return total
+    end
+    if mac_len > 0 then
+        tree:add(F.ack_mac, tvb(ack_len, mac_len))
+    end
+    set_columns(pinfo, string.format("ack agent=%s delivered=%s lost=%s preceding=%s",
+        tostring(a("agent_id"):le_uint64()), tostring(a("delivered_events"):le_uint64()),
+        tostring(a("lost_events"):le_uint64()), tostring(a("preceding_events"):le_uint64())))
+    return total
 end
 
 local function dissect_dgram(tvb, pinfo, root)
     local total = tvb:len()
     local tree = root:add(proto, tvb())
+    if total >= 4 and tvb(0, 4):string() == LAYOUT.ack_magic then
+        return dissect_ack(tvb, pinfo, tree)
+    end
     local h, why = dissect_dgram_header(tvb, tree)
     if h == nil then
         set_columns(pinfo, "[Malformed: " .. why .. "]")
@@ -1531,6 +1652,12 @@ local function dissect_dgram(tvb, pinfo, root)
     end
 
     local summaries = {}
+    -- The records end where the MAC begins.
+    local mac_at = total - h.mac_len
+    if h.mac_len > 0 then
+        tree:add(F.dgram_mac, tvb(mac_at, h.mac_len))
+    end
+    total = mac_at
     local offset, index = h.header_len, 0
     while offset ~= nil and offset < total do
         local start = offset

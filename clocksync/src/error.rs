@@ -76,6 +76,9 @@ pub enum MessageError {
     /// An unknown message kind.
     #[error("unknown kind {0}")]
     Kind(u8),
+    /// A key is set and the message carries no tag or a wrong one.
+    #[error("not authenticated with the exchange key")]
+    Unauthenticated,
 }
 
 impl ClockError {

@@ -65,6 +65,9 @@ pub struct ClockConfig {
     /// Testing only, with `oscillator`: write every converted stamp's local
     /// and true value to this file.
     pub truth_log: Option<PathBuf>,
+    /// With [`SourceSpec::Sink`]: authenticate the exchange with this key
+    /// (from `--key-file`).
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 /// Why the clock could not be set up.
@@ -264,6 +267,7 @@ impl AgentClock {
             oscillator,
             reads: 0,
             hw_iface: cfg.hw_iface.clone(),
+            auth: cfg.auth.clone(),
         })?;
         // As phc2sys does: the servo's clamp follows the clock's own limit.
         let clock_max_freq_ppb = cfg

@@ -15,7 +15,7 @@ use tracer_agent::pipeline::AgentIdentity;
 use tracer_agent::probes::{
     in_registry_order, known_probe_names, probe_by_name, probes_help, ProbeSpec,
 };
-use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsFilter};
+use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, AgentKeys, NetnsFilter};
 
 /// nettrace agent: capture kernel network events with eBPF probes and send
 /// them to a tracer-sink, every stamp converted to the global time axis.
@@ -232,6 +232,22 @@ struct Cli {
     )]
     oscillator_truth: Option<PathBuf>,
 
+    /// The deployment's shared key file (the same file on every agent and
+    /// the sink; make one with `head -c 32 /dev/urandom > nettrace.key &&
+    /// chmod 600 nettrace.key`). Every datagram then carries a 16-byte tag
+    /// (HMAC-SHA256-128) that a sink with the same key checks, only tagged
+    /// acknowledgements from the sink are taken, and with `--clock sink` the
+    /// clock exchange is tagged too (a forged answer would shift this host's
+    /// clock). The file must be private to its owner (mode 0600 or 0400);
+    /// the key is never printed.
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<PathBuf>,
+
+    /// At exit, wait up to SECS for the sink to confirm that the last
+    /// events reached its file (only if it acknowledged anything before).
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    ack_wait: f64,
+
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
     btf: PathBuf,
@@ -331,6 +347,13 @@ fn real_main() -> anyhow::Result<()> {
             SourceSpec::Sink(SocketAddr::new(cli.sink.ip(), port))
         }
     };
+    if !(cli.ack_wait >= 0.0 && cli.ack_wait.is_finite()) {
+        bail!("--ack-wait must be a number of seconds, 0 or more");
+    }
+    let key = match &cli.key_file {
+        Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
+        None => None,
+    };
     install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
     let stop = &STOP;
     let cfg = AgentConfig {
@@ -353,7 +376,10 @@ fn real_main() -> anyhow::Result<()> {
             agent_id: cli.agent_id.unwrap_or_else(rand::random),
             boot_id: boot_id(),
             hostname: cli.hostname.unwrap_or_else(hostname),
+            incarnation: AgentIdentity::new_incarnation(),
         },
+        keys: key.as_ref().map(AgentKeys::from_shared),
+        ack_wait: Duration::from_secs_f64(cli.ack_wait),
         max_payload: cli.max_datagram,
         flush_after: Duration::from_millis(cli.flush_ms),
         poll_interval: Duration::from_millis(cli.poll_ms.max(1)),
@@ -369,6 +395,9 @@ fn real_main() -> anyhow::Result<()> {
             hw_iface: cli.clock_hw_iface,
             oscillator: cli.simulate_oscillator,
             truth_log: cli.oscillator_truth,
+            auth: key
+                .as_ref()
+                .map(|k| k.mac_key(tracer_auth::Purpose::ClockExchange)),
         },
     };
     let stats = run(&cfg, stop)?;

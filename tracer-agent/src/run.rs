@@ -71,6 +71,29 @@ pub struct AgentConfig {
     pub clock: ClockConfig,
     /// How long to wait for the clock to lock before attaching the probes.
     pub clock_lock_timeout: Duration,
+    /// Keys from `--key-file`: datagrams are tagged, acknowledgements checked.
+    pub keys: Option<AgentKeys>,
+    /// At exit, how long to wait for the sink to confirm the last events.
+    pub ack_wait: Duration,
+}
+
+/// The keys the agent derives from the deployment's key file.
+#[derive(Debug, Clone)]
+pub struct AgentKeys {
+    /// Tags datagrams.
+    pub datagram: tracer_auth::MacKey,
+    /// Checks the sink's acknowledgements.
+    pub ack: tracer_auth::MacKey,
+}
+
+impl AgentKeys {
+    /// The agent's keys (the clock exchange's is taken separately).
+    pub fn from_shared(key: &tracer_auth::SharedKey) -> Self {
+        AgentKeys {
+            datagram: key.mac_key(tracer_auth::Purpose::Datagram),
+            ack: key.mac_key(tracer_auth::Purpose::Ack),
+        }
+    }
 }
 
 /// Why the agent stopped with an error.
@@ -152,12 +175,11 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             spec: Box::new(cfg.clock.choice.clone()),
             source,
         })?;
-    let pipeline = RefCell::new(Pipeline::new(
-        &cfg.identity,
-        transport,
-        max_payload,
-        cfg.flush_after,
-    ));
+    let mut pipeline = Pipeline::new(&cfg.identity, transport, max_payload, cfg.flush_after);
+    if let Some(k) = &cfg.keys {
+        pipeline = pipeline.with_keys(k.datagram.clone(), k.ack.clone());
+    }
+    let pipeline = RefCell::new(pipeline);
     wait_for_lock(
         &mut clock,
         &mut pipeline.borrow_mut(),
@@ -186,6 +208,8 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             sink = %cfg.sink, cgroup = %cfg.cgroup.display(), netns = target_netns,
             sample_every = cfg.sample_every, max_payload, host = %cfg.identity.hostname,
             agent_id = format_args!("{:016x}", cfg.identity.agent_id),
+            incarnation = format_args!("{:016x}", cfg.identity.incarnation),
+            authenticated = cfg.keys.is_some(),
             "{} probe attached", probe.name()
         );
     }
@@ -238,6 +262,14 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     update_counters(&probes, &mut p);
     p.flush();
     local.flush();
+    // UDP to a dead sink "succeeds": only the sink's acknowledgement says
+    // what reached a file. Give it a moment to confirm the last events.
+    if !p.wait_for_acks(cfg.ack_wait) && p.stats.acks > 0 {
+        tracing::warn!(
+            unconfirmed = p.stats.events_unconfirmed,
+            "the sink did not confirm every event before the agent stopped"
+        );
+    }
     let stats = p.stats.clone();
     for probe in &probes {
         tracing::info!(

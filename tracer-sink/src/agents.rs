@@ -1,8 +1,10 @@
 //! Per-agent state: identity, clock, and datagram/event sequence tracking
 //! (gaps, late datagrams that fill them, duplicates).
 //!
-//! An agent is keyed by `(agent_id, boot_id)`: an agent restart picks a new
-//! random `agent_id`, so it shows up as a new agent (a new pcapng interface).
+//! An agent is keyed by `(agent_id, boot_id, incarnation)`: an agent
+//! restart picks a new random incarnation (and, unless `--agent-id` is
+//! fixed, a new `agent_id`), so it shows up as a new agent (a new pcapng
+//! interface) whose sequence numbers start again.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -15,6 +17,19 @@ pub struct AgentKey {
     pub agent_id: u64,
     /// The agent host's boot id.
     pub boot_id: [u8; 16],
+    /// Random per agent process start (0 from a version-1 agent).
+    pub incarnation: u64,
+}
+
+impl AgentKey {
+    /// The key of the agent that sent `h`.
+    pub fn of(h: &DatagramHeaderRef<'_>) -> Self {
+        AgentKey {
+            agent_id: h.agent_id,
+            boot_id: h.boot_id,
+            incarnation: h.incarnation,
+        }
+    }
 }
 
 /// Largest number of gap ranges remembered per agent. Past it the oldest
@@ -228,13 +243,15 @@ pub struct AgentTable {
 }
 
 impl AgentTable {
+    /// The index of a known agent.
+    pub fn index_of(&self, key: &AgentKey) -> Option<u32> {
+        self.by_key.get(key).copied()
+    }
+
     /// Account a validated datagram header (read in place, no allocation
     /// unless the agent or its host name is new).
     pub fn observe(&mut self, h: &DatagramHeaderRef<'_>) -> Observation {
-        let key = AgentKey {
-            agent_id: h.agent_id,
-            boot_id: h.boot_id,
-        };
+        let key = AgentKey::of(h);
         let (index, is_new) = match self.by_key.get(&key) {
             Some(&i) => (i, false),
             None => {
@@ -370,6 +387,8 @@ mod tests {
             clock_source: 0,
             clock_state: 2,
             event_count: 3,
+            flags: 0,
+            incarnation: 0,
             hostname: "a".into(),
         };
         assert_eq!(

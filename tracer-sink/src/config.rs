@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::clock::SinkClock;
+use crate::peers::SinkKeys;
 
 /// Everything [`crate::run`] needs to know besides the socket.
 ///
@@ -37,6 +38,10 @@ pub struct SinkConfig {
     pub stats_interval: Option<Duration>,
     /// Clock used to stamp events that carry no global time of their own.
     pub clock: SinkClock,
+    /// Keys from `--key-file`: only datagrams tagged with the deployment
+    /// key are accepted, replays are refused, acknowledgements are tagged.
+    /// `None` accepts every well-formed datagram (tags unchecked).
+    pub keys: Option<SinkKeys>,
 }
 
 impl SinkConfig {
@@ -63,6 +68,7 @@ impl SinkConfig {
             retry_interval: Self::DEFAULT_RETRY_INTERVAL,
             stats_interval: None,
             clock: SinkClock::System,
+            keys: None,
         }
     }
 }

@@ -116,6 +116,8 @@ fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
             InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
                 a.agent_id,
                 a.clock_source,
+                a.incarnation,
+                a.source,
             ))),
             // Without it readers assume microseconds (platform-facts.md).
             InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
@@ -123,10 +125,17 @@ fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
     }
 }
 
-/// `if_description` of an agent's interface.
-pub fn interface_description(agent_id: u64, clock_source: u8) -> String {
+/// `if_description` of an agent's interface: its id, clock source,
+/// incarnation and the source address of its first datagram (a later
+/// change is counted in the interface statistics).
+pub fn interface_description(
+    agent_id: u64,
+    clock_source: u8,
+    incarnation: u64,
+    source: std::net::SocketAddr,
+) -> String {
     format!(
-        "agent {agent_id:016x} clock {}",
+        "agent {agent_id:016x} clock {} incarnation {incarnation:016x} from {source}",
         crate::stats::clock_source_name(clock_source)
     )
 }
@@ -507,6 +516,8 @@ mod tests {
             agent_id: 0x1234_5678_9abc_def0 + u64::from(index),
             host: host.to_owned(),
             clock_source: 1,
+            incarnation: 7,
+            source: "127.0.0.1:9".parse().unwrap(),
         }
     }
 

@@ -3,7 +3,10 @@
 //!
 //! It never panics on network input: every datagram goes through
 //! `DatagramView::parse` (validated whole, read in place, nothing
-//! allocated), and a rejected one only bumps a counter.
+//! allocated), and a rejected one only bumps a counter. With a key, the
+//! tag is checked right after the header, before any record is read, and
+//! replays are refused by a window per agent incarnation ([`crate::peers`]).
+//! It also sends the agents their acknowledgements, from the same socket.
 
 use std::future::Future;
 use std::io::ErrorKind;
@@ -14,12 +17,13 @@ use std::time::{Duration, Instant};
 use clocksync::exchange::sockaddr_to_std;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::Sender;
-use tracer_codec::DatagramView;
+use tracer_codec::{DatagramHeaderRef, DatagramView};
 
-use crate::agents::Observation;
+use crate::agents::{AgentKey, Observation};
 use crate::batch::{AgentInfo, Batch, BatchPool, EventMeta, ToWriter};
 use crate::clock::SinkClock;
 use crate::error::SinkError;
+use crate::peers::{check_tag, fingerprint, worth_logging, SourceChange};
 use crate::stats::{Shared, SharedState};
 
 /// Events per batch before it is handed over even if the socket has more.
@@ -193,34 +197,96 @@ fn handle_datagram(
     now_ns: u64,
 ) {
     st.rx.datagrams_received += 1;
+    let reject = |st: &mut SharedState, reason: &'static str, what: &dyn std::fmt::Display| {
+        tracing::debug!(%src, reason, error = %what, "rejected datagram");
+        st.rx.reject(src, reason);
+    };
+    // The header alone first: with a key, nothing else of an
+    // unauthenticated datagram is looked at.
+    let h = match DatagramHeaderRef::parse(bytes) {
+        Ok((h, _)) => h,
+        Err(e) => return reject(st, e.reason(), &e),
+    };
+    match st.peers.keys() {
+        Some(k) => {
+            if let Some(reason) = check_tag(&k.datagram, bytes, &h) {
+                return reject(st, reason, &"no valid tag for the sink's key");
+            }
+        }
+        None if h.has_mac() => {
+            if st.rx.tags_unchecked == 0 {
+                tracing::warn!(%src, "agents tag their datagrams but this sink has no --key-file: \
+                    the tags are not checked (start the sink with the agents' key file to refuse forgeries)");
+            }
+            st.rx.tags_unchecked += 1;
+        }
+        None => {}
+    }
     let d = match DatagramView::parse(bytes) {
         Ok(d) => d,
-        Err(e) => {
-            tracing::debug!(%src, reason = e.reason(), error = %e, "rejected datagram");
-            st.rx.reject(src, e.reason());
-            return;
-        }
+        Err(e) => return reject(st, e.reason(), &e),
     };
     let h = d.header();
-    let index = match st.agents.observe(h) {
-        Observation::Reject(reason) => {
-            tracing::debug!(%src, reason, seq = h.seq, agent_id = h.agent_id, "rejected datagram");
-            st.rx.reject(src, reason);
-            return;
+    let known = st.agents.index_of(&AgentKey::of(h));
+    let fp = fingerprint(&d);
+    let mut conflict = false;
+    if let Some(p) = known.and_then(|i| st.peers.get(i)) {
+        if !p.is_fresh(h.seq) {
+            return reject(
+                st,
+                "replay",
+                &format_args!("datagram {} seen before", h.seq),
+            );
         }
-        Observation::Accept { index, is_new } => {
-            if is_new {
-                tracing::info!(%src, host = %h.hostname, agent_id = %format_args!("{:016x}", h.agent_id), "new agent");
-                new_agents.push(AgentInfo {
-                    index,
-                    agent_id: h.agent_id,
-                    host: h.hostname.to_owned(),
-                    clock_source: h.clock_source,
-                });
+        // Without a key a forgery cannot be refused; one that took a
+        // sequence number first must not make the real datagram with
+        // that number vanish as a "duplicate". Both are kept.
+        conflict = st.peers.keys().is_none() && p.conflicts_with(h.seq, fp);
+    }
+    let index = match (conflict, known) {
+        (true, Some(index)) => {
+            let p = st.peers.get(index);
+            let n = p.map_or(0, |p| p.seq_conflicts) + 1;
+            if worth_logging(n) {
+                tracing::warn!(%src, agent_id = %format_args!("{:016x}", h.agent_id), host = %h.hostname,
+                    seq = h.seq, conflicts = n, known_source = ?p.map(|p| p.source),
+                    "two different datagrams with one sequence number: one is forged (no --key-file to tell which); both are kept");
             }
             index
         }
+        _ => match st.agents.observe(h) {
+            Observation::Reject(reason) => {
+                return reject(
+                    st,
+                    reason,
+                    &format_args!("seq {} of agent {:016x}", h.seq, h.agent_id),
+                );
+            }
+            Observation::Accept { index, is_new } => {
+                if is_new {
+                    tracing::info!(%src, host = %h.hostname, agent_id = %format_args!("{:016x}", h.agent_id),
+                        incarnation = %format_args!("{:016x}", h.incarnation),
+                        preceding_events = h.first_event_seq, "new agent");
+                    new_agents.push(AgentInfo {
+                        index,
+                        agent_id: h.agent_id,
+                        host: h.hostname.to_owned(),
+                        clock_source: h.clock_source,
+                        incarnation: h.incarnation,
+                        source: src,
+                    });
+                }
+                index
+            }
+        },
     };
+    if let SourceChange::Changed { from, count } = st.peers.accepted(index, h, fp, src, conflict) {
+        if worth_logging(count) {
+            tracing::warn!(%src, %from, changes = count, agent_id = %format_args!("{:016x}", h.agent_id),
+                host = %h.hostname, authenticated = st.peers.keys().is_some(),
+                "an agent's datagrams now come from another source address");
+        }
+    }
     st.rx.datagrams_accepted += 1;
     st.rx.events_accepted += u64::from(h.event_count);
     if batch.events.is_empty() {
@@ -244,6 +310,29 @@ fn handle_datagram(
             clock_state: h.clock_state,
         });
     }
+}
+
+/// Send every acknowledgement that is due, without waiting: one that does
+/// not fit the socket's send buffer now is sent with the next round.
+fn send_acks(socket: &UdpSocket, shared: &Shared) {
+    let acks = {
+        let mut st = shared.lock();
+        let SharedState { agents, peers, .. } = &mut *st;
+        peers.due_acks(|i| {
+            agents
+                .agents
+                .get(i as usize)
+                .map_or(0, |a| a.seq.event_gaps)
+        })
+    };
+    let mut sent = 0;
+    for (to, bytes) in acks {
+        match socket.try_send_to(&bytes, to) {
+            Ok(_) => sent += 1,
+            Err(e) => tracing::debug!(%to, error = %e, "acknowledgement not sent"),
+        }
+    }
+    shared.lock().rx.acks_sent += sent;
 }
 
 /// Receive until `shutdown` resolves, then drain what is already queued in
@@ -273,6 +362,7 @@ pub(crate) async fn receive(
             _ = tick.tick() => {
                 r.hand_over(&tx).await?;
                 tx.send(ToWriter::Tick).await.map_err(writer_gone)?;
+                send_acks(socket, &shared);
             }
             ready = socket.readable() => {
                 ready.map_err(|e| SinkError::Io { what: "socket readiness".to_owned(), source: e })?;

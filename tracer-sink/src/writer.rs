@@ -35,6 +35,17 @@ pub(crate) struct Writer {
     summarizer: Summarizer,
     /// Where written batches go back to the receive task.
     pool: Arc<BatchPool>,
+    /// Per agent: events encoded into the file's buffer, not yet written
+    /// (they become delivered or lost at the next commit).
+    uncommitted: Vec<u64>,
+    /// Agents with `uncommitted` events.
+    dirty: Vec<u32>,
+    /// Where acknowledgements go right after a commit.
+    ack_socket: Option<std::net::UdpSocket>,
+    /// Per agent: events it could not write at all since the last publish
+    /// (a full disk loses them at the arrival rate: counted here, handed to
+    /// the shared state once per message, not once per event).
+    lost_pending: Vec<(u32, u64)>,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
@@ -43,6 +54,7 @@ pub(crate) fn run_writer(
     shared: Arc<Shared>,
     pool: Arc<BatchPool>,
     mut rx: Receiver<ToWriter>,
+    ack_socket: Option<std::net::UdpSocket>,
 ) {
     let mut w = Writer {
         pool,
@@ -58,6 +70,10 @@ pub(crate) fn run_writer(
         closed_bytes: 0,
         last_ts: 0,
         summarizer: Summarizer::default(),
+        uncommitted: Vec::new(),
+        dirty: Vec::new(),
+        ack_socket,
+        lost_pending: Vec::new(),
     };
     w.open_file();
     while let Some(msg) = rx.blocking_recv() {
@@ -82,7 +98,73 @@ fn unix_now_s() -> u64 {
 }
 
 impl Writer {
-    fn publish(&self) {
+    /// One more event of `agent` in the file's buffer.
+    fn note_written(&mut self, agent: u32) {
+        let i = agent as usize;
+        if self.uncommitted.len() <= i {
+            self.uncommitted.resize(i + 1, 0);
+        }
+        if self.uncommitted[i] == 0 {
+            self.dirty.push(agent);
+        }
+        self.uncommitted[i] += 1;
+    }
+
+    /// The buffer was written (`committed`) or given up: the events of
+    /// every agent in it are now delivered or lost, which is what the
+    /// acknowledgements tell the agents.
+    fn settle(&mut self, committed: bool) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let acks = {
+            let mut st = self.shared.lock();
+            for &a in &self.dirty {
+                let n = std::mem::take(&mut self.uncommitted[a as usize]);
+                if committed {
+                    st.peers.add_delivery(a, n, 0);
+                } else {
+                    st.peers.add_delivery(a, 0, n);
+                }
+            }
+            let crate::stats::SharedState { agents, peers, .. } = &mut *st;
+            peers.due_acks_for(self.dirty.iter().copied(), |i| {
+                agents
+                    .agents
+                    .get(i as usize)
+                    .map_or(0, |a| a.seq.event_gaps)
+            })
+        };
+        self.dirty.clear();
+        if let Some(sock) = &self.ack_socket {
+            let mut sent = 0;
+            for (to, bytes) in acks {
+                // The socket is non-blocking (tokio's): an ack that does
+                // not fit now goes out with a later one.
+                if sock.send_to(&bytes, to).is_ok() {
+                    sent += 1;
+                }
+            }
+            self.shared.lock().rx.acks_sent += sent;
+        }
+    }
+
+    /// An event of `agent` the sink could not write at all.
+    fn lost_one(&mut self, agent: u32) {
+        self.counters.sink_write_lost += 1;
+        match self.lost_pending.last_mut() {
+            Some((a, n)) if *a == agent => *n += 1,
+            _ => self.lost_pending.push((agent, 1)),
+        }
+    }
+
+    fn publish(&mut self) {
+        if !self.lost_pending.is_empty() {
+            let mut st = self.shared.lock();
+            for (a, n) in self.lost_pending.drain(..) {
+                st.peers.add_delivery(a, 0, n);
+            }
+        }
         self.shared.lock().wr = self.counters.clone();
     }
 
@@ -99,6 +181,8 @@ impl Writer {
                 agent_id: 0,
                 host: String::new(),
                 clock_source: 0,
+                incarnation: 0,
+                source: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
             });
         }
         if self.agents.len() == idx {
@@ -149,7 +233,10 @@ impl Writer {
         } else if let Some(f) = self.file.as_mut() {
             // Get a quiet sink's events onto disk within a tick.
             match f.commit() {
-                Ok(n) => self.counters.events_written += n,
+                Ok(n) => {
+                    self.counters.events_written += n;
+                    self.settle(true);
+                }
                 Err(fail) => self.on_failure(fail),
             }
             self.sync_bytes();
@@ -191,17 +278,14 @@ impl Writer {
         }
         let m = b.events[i];
         let Some(iface) = self.ensure_interface(m.agent) else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let rec = b.record(i);
         let Some(agent) = self.agents.get(m.agent as usize) else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let Some(file) = self.file.as_mut() else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let comments = self.cfg.comments;
         let summarizer = &mut self.summarizer;
@@ -229,15 +313,19 @@ impl Writer {
                 }
             },
         );
-        if let Err(e) = written {
-            tracing::error!(error = &e as &dyn std::error::Error, "cannot encode event");
-            self.counters.sink_write_lost += 1;
-            return;
-        }
-        match file.maybe_commit() {
+        let commit = match written {
+            Ok(()) => file.maybe_commit(),
+            Err(e) => {
+                tracing::error!(error = &e as &dyn std::error::Error, "cannot encode event");
+                return self.lost_one(m.agent);
+            }
+        };
+        self.note_written(m.agent);
+        match commit {
             Ok(0) => {}
             Ok(n) => {
                 self.counters.events_written += n;
+                self.settle(true);
                 self.sync_bytes();
             }
             Err(fail) => return self.on_failure(fail),
@@ -275,6 +363,7 @@ impl Writer {
 
     fn on_failure(&mut self, fail: WriteFailure) {
         self.counters.sink_write_lost += fail.lost_events;
+        self.settle(false);
         let path = self
             .file
             .as_ref()
@@ -352,21 +441,43 @@ impl Writer {
         s.agents
             .agents
             .iter()
-            .map(|a| IsbInfo {
-                agent: a.index,
-                ifrecv: self.received.get(a.index as usize).copied().unwrap_or(0),
-                ifdrop: a.seq.event_gaps + a.agent_lost,
-                comment: format!(
-                    "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={}) late_datagrams={}",
-                    a.datagrams,
-                    a.seq.datagram_gaps,
-                    a.seq.event_gaps,
-                    a.agent_lost,
-                    a.duplicates + a.stale,
-                    a.duplicates,
-                    a.stale,
-                    a.late
-                ),
+            .map(|a| {
+                let p = s.peers.get(a.index);
+                // preceding_events: this agent's events numbered before
+                // the first one this sink received (sent before it
+                // started or while no sink listened): in none of this
+                // sink's files and not in isb_ifdrop, so that
+                // preceding_events + events + isb_ifdrop accounts for
+                // every event the agent numbered.
+                let trust = match p {
+                    Some(p) => format!(
+                        " preceding_events={} incarnation={:016x} source={} first_source={} source_changes={} seq_conflicts={} conflict_events={}",
+                        p.preceding_events,
+                        p.incarnation,
+                        p.source,
+                        p.first_source,
+                        p.source_changes,
+                        p.seq_conflicts,
+                        p.conflict_events
+                    ),
+                    None => String::new(),
+                };
+                IsbInfo {
+                    agent: a.index,
+                    ifrecv: self.received.get(a.index as usize).copied().unwrap_or(0),
+                    ifdrop: a.seq.event_gaps + a.agent_lost,
+                    comment: format!(
+                        "datagrams={} datagram_gaps={} event_gaps={} agent_lost={} rejects={} (duplicates={} stale={}) late_datagrams={}{trust}",
+                        a.datagrams,
+                        a.seq.datagram_gaps,
+                        a.seq.event_gaps,
+                        a.agent_lost,
+                        a.duplicates + a.stale,
+                        a.duplicates,
+                        a.stale,
+                        a.late
+                    ),
+                }
             })
             .collect()
     }
@@ -380,6 +491,7 @@ impl Writer {
         match f.close(&isbs, self.cfg.clock.now_ns()) {
             Ok(n) => {
                 self.counters.events_written += n;
+                self.settle(true);
                 self.closed_bytes += len;
                 tracing::info!(file = %path, bytes = len, "closed trace file");
             }
@@ -387,6 +499,7 @@ impl Writer {
                 self.file = None;
                 self.closed_bytes += before;
                 self.counters.sink_write_lost += fail.lost_events;
+                self.settle(false);
                 self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
                 tracing::error!(file = %path, error = &fail.error as &dyn std::error::Error, lost_events = fail.lost_events,
                     "could not finish the trace file; it was cut back to its last complete block. \

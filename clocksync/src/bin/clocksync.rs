@@ -81,6 +81,12 @@ struct Args {
     /// stamps instead of kernel software stamps.
     #[arg(long, value_name = "IFACE")]
     hw_iface: Option<String>,
+    /// With `--source sink:IP:PORT`: the deployment's shared key file (the
+    /// one the sink was started with). Requests are tagged with it and only
+    /// answers tagged with it are taken. The file must be private to its
+    /// owner (chmod 600).
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -115,6 +121,14 @@ fn run(args: &Args) -> anyhow::Result<()> {
     }
     let injection =
         ErrorInjection::nonzero(args.inject_clock_offset_ns, args.inject_clock_drift_ppm)?;
+    let auth = match &args.key_file {
+        Some(path) => Some(
+            tracer_auth::SharedKey::load(path)
+                .context("--key-file")?
+                .mac_key(tracer_auth::Purpose::ClockExchange),
+        ),
+        None => None,
+    };
     let source = args
         .source
         .open(&SourceOptions {
@@ -125,6 +139,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
                 .transpose()?,
             reads: args.reads,
             hw_iface: args.hw_iface.clone(),
+            auth,
         })
         .with_context(|| format!("opening clock source {}", args.source))?;
     // As phc2sys does before it creates its servo: ask the clock.

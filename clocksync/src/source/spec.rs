@@ -102,6 +102,8 @@ pub struct SourceOptions {
     pub reads: usize,
     /// For `sink:`: use this interface's NIC hardware stamps.
     pub hw_iface: Option<String>,
+    /// For `sink:`: authenticate the exchange with this key.
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 impl SourceSpec {
@@ -137,6 +139,7 @@ impl SourceSpec {
                     injection: opts.injection,
                     oscillator: opts.oscillator.clone(),
                     hw_iface: opts.hw_iface.clone(),
+                    auth: opts.auth.clone(),
                     ..Default::default()
                 };
                 if opts.reads != 0 {

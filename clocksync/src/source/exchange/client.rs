@@ -45,6 +45,9 @@ pub struct ExchangeConfig {
     /// Use the hardware stamps of this interface's NIC (mode becomes
     /// [`StampMode::Hardware`]); the interface must have a PHC.
     pub hw_iface: Option<String>,
+    /// Tag requests and take only answers tagged with this key (the
+    /// [`tracer_auth::Purpose::ClockExchange`] key of `--key-file`).
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 impl Default for ExchangeConfig {
@@ -59,6 +62,7 @@ impl Default for ExchangeConfig {
             accept_unsynced: false,
             warmup: true,
             hw_iface: None,
+            auth: None,
         }
     }
 }
@@ -115,7 +119,7 @@ impl ExchangeClient {
             sock,
             server,
             cfg,
-            seq: 0,
+            seq: random_seq(),
             sent: 0,
             stats: ExchangeStats::default(),
             last: Vec::new(),
@@ -187,7 +191,7 @@ impl ExchangeClient {
             };
             send_stamped(
                 &self.sock,
-                &warm.encode(),
+                warm.seal(self.cfg.auth.as_ref()).as_bytes(),
                 None,
                 self.cfg.mode,
                 &mut self.sent,
@@ -196,7 +200,9 @@ impl ExchangeClient {
         }
         let t1 = send_stamped(
             &self.sock,
-            &Message::request(seq).encode(),
+            Message::request(seq)
+                .seal(self.cfg.auth.as_ref())
+                .as_bytes(),
             None,
             self.cfg.mode,
             &mut self.sent,
@@ -214,8 +220,19 @@ impl ExchangeClient {
                     t4_ns: to_mono(t4),
                 });
             }
-            let Some((m, t, _)) = recv_message(&self.sock, self.cfg.mode, deadline)? else {
-                return Err(ClockError::Timeout("the answer to an exchange"));
+            let Some((m, t, _)) = recv_message(
+                &self.sock,
+                self.cfg.mode,
+                deadline,
+                self.cfg.auth.as_ref(),
+                &mut self.stats.unauthenticated,
+            )?
+            else {
+                return Err(ClockError::Timeout(if self.cfg.auth.is_some() {
+                    "an authenticated answer to an exchange (does the responder use the same key file?)"
+                } else {
+                    "the answer to an exchange"
+                }));
             };
             if m.seq != seq || (!self.cfg.accept_unsynced && m.flags & FLAG_SYNCED == 0) {
                 self.stats.ignored += 1;
@@ -227,6 +244,23 @@ impl ExchangeClient {
                 Kind::Request | Kind::Warmup => self.stats.ignored += 1,
             }
         }
+    }
+}
+
+/// A random first sequence number, so the answers to an earlier run's
+/// requests (replayed by someone who recorded them) never match this run's.
+fn random_seq() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most `b.len()` bytes into the buffer we own.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == b.len() as isize {
+        u64::from_ne_bytes(b)
+    } else {
+        // No entropy source: still differ between runs.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ (u64::from(std::process::id()) << 32)
     }
 }
 
