@@ -592,6 +592,48 @@ fn sends_and_receptions_link_across_hosts() {
     );
 }
 
+/// The filter examples of docs/reading-a-trace.md's "Across hosts" section
+/// parse and match what they say on the crafted trace (two passes).
+#[test]
+fn docs_filters_match() {
+    let Some(tshark) = Tshark::or_skip("docs_filters_match") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("peer.pcapng");
+    write_scenario(&file, &scenario());
+    let doc = std::fs::read_to_string(
+        tracer_e2e::bins::repo_root()
+            .join("docs")
+            .join("reading-a-trace.md"),
+    )
+    .unwrap();
+    let section = doc
+        .split("## Across hosts")
+        .nth(1)
+        .expect("Across hosts section");
+    let block = section.split("```").nth(1).expect("filter code block");
+    let filters: Vec<&str> = block
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    // Violations: frames 15, 16, 33, 34; nothing above 1 ms; unlinked
+    // sends 8, 17, 25; GRO receptions 6, 22, 29.
+    let want = [4, 0, 3, 3];
+    assert_eq!(filters.len(), want.len(), "{filters:?}");
+    for (filter, want) in filters.iter().zip(want) {
+        let rows = tshark
+            .fields(
+                &file,
+                &["frame.number"],
+                &Query::default().two_pass().filter(filter),
+            )
+            .unwrap_or_else(|e| panic!("docs filter {filter:?}: {e}"));
+        assert_eq!(rows.len(), want, "{filter}");
+    }
+}
+
 #[test]
 fn peer_links_can_be_turned_off() {
     let Some(tshark) = Tshark::or_skip("peer_links_can_be_turned_off") else {
