@@ -517,7 +517,7 @@ local E = {
     -- A range sent more than once: which send a reception belongs to is a
     -- choice (the latest one before it), so say so.
     peer_resent = ProtoExpert.new("nettrace.peer_sends.expert",
-        "Sent more than once: linked to the latest send before the receive",
+        "Sent more than once: a reception links to the latest send at or before it",
         expert.group.SEQUENCE, expert.severity.NOTE),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
@@ -842,9 +842,8 @@ end
 -- seq..end_seq carries that last byte. Both hosts write the flow as the
 -- data travelled (TX: local -> remote; RX: sender -> receiver), so the key
 -- is the same 4-tuple on both sides (an IPv4-mapped IPv6 pair counts as
--- IPv4: a dual-stack sender socket, an IPv4 packet on the wire). Rules,
--- the same as the cross-host matcher's (docs/reading-a-trace.md, "Across
--- hosts"):
+-- IPv4: a dual-stack sender socket, an IPv4 packet on the wire). Rules
+-- (docs/reading-a-trace.md, "Across hosts"):
 --   * a send is an SND_SW frame; SND_HW frames count only for an skb with
 --     no SND_SW at all (an SND_HW callback runs at TX completion, after the
 --     packet left, so it could look later than the peer's receive);
