@@ -29,6 +29,12 @@ Event kinds:
   Other kinds are shown as undecoded bodies and skipped by their length;
   bytes past a known layout are shown as fields of a newer version.
 
+Across hosts, a sender's SND_SW frame and the receiver's STACK_ENTRY frame
+of the same TCP bytes link to each other (nettrace.peer_frame) with the
+one-way latency (nettrace.oneway_ns); a receive before its send is flagged
+(nettrace.causality_violation, an expert warning). Links to later frames
+need two passes: tshark -2, or Wireshark after loading.
+
 Install:
   Wireshark: copy this file to your personal Lua plugins folder
              (~/.local/lib/wireshark/plugins/ on Linux; see
@@ -493,6 +499,18 @@ local F = {
     rx_skb_seq = ProtoField.uint32("nettrace.rx.skb_seq", "Linked skb: first sequence"),
     rx_skb_end_seq = ProtoField.uint32("nettrace.rx.skb_end_seq", "Linked skb: sequence after the last byte"),
     rx_skb_count = ProtoField.uint32("nettrace.rx.skb_count", "Skbs whose stage this event is"),
+
+    -- generated: cross-host peer links between a sender's SND_SW (or
+    -- SND_HW) frame and the receiver's STACK_ENTRY frame of the same bytes
+    -- (see "Cross-host peer links" below)
+    peer_frame = ProtoField.framenum("nettrace.peer_frame", "Peer frame (other end of these bytes)"),
+    oneway_ns = ProtoField.int64("nettrace.oneway_ns", "One-way latency: receiver STACK_ENTRY - sender SND_SW (ns)"),
+    causality_violation = ProtoField.bool("nettrace.causality_violation",
+        "Causality violation (received before sent: the hosts' clocks disagree)"),
+    peer_count = ProtoField.uint32("nettrace.peer_count", "Sender's skbs whose last byte this skb carries"),
+    peer_tskey = ProtoField.uint32("nettrace.peer_tskey", "Sender's skb: tskey (its last byte)"),
+    peer_sends = ProtoField.uint32("nettrace.peer_sends", "Times the sender sent this skb"),
+    peer_receptions = ProtoField.uint32("nettrace.peer_receptions", "Receptions linked to this send"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -535,6 +553,18 @@ local E = {
         expert.group.SEQUENCE, expert.severity.WARN),
     tcp_memory = ProtoExpert.new("nettrace.tcp.memory", "Socket receive queue or memory limit hit",
         expert.group.SEQUENCE, expert.severity.WARN),
+    -- A receive before its send on the global axis: no packet does that,
+    -- so the two hosts' clocks disagree by at least that much. A warning in
+    -- the sequence group (where TCP files its analysis), not an error: the
+    -- trace is intact, its time axis is not trustworthy there.
+    causality = ProtoExpert.new("nettrace.causality_violation.expert",
+        "Causality violation: received before sent (the hosts' clocks disagree)",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    -- A range sent more than once: which send a reception belongs to is a
+    -- choice (the latest one before it), so say so.
+    peer_resent = ProtoExpert.new("nettrace.peer_sends.expert",
+        "Sent more than once: a reception links to the latest send at or before it",
+        expert.group.SEQUENCE, expert.severity.NOTE),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
 }
@@ -545,6 +575,10 @@ end
 proto.experts = expert_list
 
 proto.prefs.udp_port = Pref.uint("UDP port", DEFAULT_UDP_PORT, "UDP port of agent -> sink datagrams")
+proto.prefs.peer_links = Pref.bool("Link sends to receptions across hosts", true,
+    "Link each sender's SND_SW (or SND_HW) frame to the receiver's STACK_ENTRY frame of the same "
+    .. "TCP bytes (nettrace.peer_frame), with the one-way latency (nettrace.oneway_ns) and causality "
+    .. "violations; needs two passes (tshark -2) to show links to later frames")
 proto.prefs.ip_stats = Pref.bool("Show flows in IP statistics", true,
     "Hand each event's flow, as a synthesized IPv4/IPv6 header (no such packet was captured), to "
     .. "Wireshark's IP dissector, so that Statistics > Conversations / Endpoints (IPv4, IPv6), "
@@ -847,6 +881,341 @@ local function endpoint(addr, port, family)
 end
 
 ------------------------------------------------------------------------------
+-- Cross-host peer links (TCP only).
+--
+-- A sender's TX skb (tskey = sequence number of its last byte) is received
+-- in the receiver's STACK_ENTRY skb of the same connection whose range
+-- seq..end_seq carries that last byte. Both hosts write the flow as the
+-- data travelled (TX: local -> remote; RX: sender -> receiver), so the key
+-- is the same 4-tuple on both sides (an IPv4-mapped IPv6 pair counts as
+-- IPv4: a dual-stack sender socket, an IPv4 packet on the wire). Rules
+-- (docs/reading-a-trace.md, "Across hosts"):
+--   * a send is an SND_SW frame; SND_HW frames count only for an skb with
+--     no SND_SW at all (an SND_HW callback runs at TX completion, after the
+--     packet left, so it could look later than the peer's receive);
+--   * an RX STACK_ENTRY frame links to every sender skb whose last byte it
+--     carries (GRO merges several), each to the latest send of that skb at
+--     or before the receive on the global axis, or, when every send is
+--     later (a causality violation), to the earliest send;
+--   * a send links back to the earliest receive that linked to it.
+-- oneway_ns = receive global_ns - send global_ns, signed.
+--
+-- The first pass (pinfo.visited false, frame order) only fills the index;
+-- every dissection reads the links from it, so a re-dissection (tshark -2,
+-- a click in the GUI after loading) sees links to later frames, and a
+-- single pass shows each link on the later of its two frames only.
+-- Lookups are binary searches in per-flow arrays sorted by unwrapped
+-- sequence number: O(log n) per frame plus the skbs found.
+------------------------------------------------------------------------------
+-- Sequence numbers of one flow, on both hosts, are unwrapped into one
+-- number line (doubles hold them exactly) starting here.
+local PEER_SEQ_BASE = 2 ^ 40
+-- An RX range longer than this is not indexed: no GRO/BIG TCP skb is that
+-- long, and one bogus range would make every backwards scan long.
+local PEER_MAX_RX_LEN = 16 * 1024 * 1024
+-- Sender skbs listed on one RX frame (all are counted in peer_count).
+local PEER_MAX_SHOWN = 64
+local V4_MAPPED = string.rep("\0", 10) .. "\255\255"
+
+local peer_flows = {} -- flow key -> { tx_keys, tx, rx, rx_maxlen, ref_s, ref_x }
+local peer_memo = {} -- frame -> index -> { flow, tx = send or rx = skb, x }
+
+local function reset_peer_state()
+    peer_flows, peer_memo = {}, {}
+end
+
+-- The connection key of an event whose reader `b` has family, saddr,
+-- daddr, sport and dport in the data's direction; nil without a family.
+local function peer_flow_key(b)
+    local family = b("family"):uint()
+    local s, d = b("saddr"):raw(), b("daddr"):raw()
+    if family == 4 then
+        s, d = s:sub(1, 4), d:sub(1, 4)
+    elseif family == 6 then
+        if s:sub(1, 12) == V4_MAPPED and d:sub(1, 12) == V4_MAPPED then
+            s, d = s:sub(13, 16), d:sub(13, 16)
+        end
+    else
+        return nil
+    end
+    return s .. d .. b("sport"):le_uint() .. ":" .. b("dport"):le_uint()
+end
+
+local function peer_flow(key)
+    local f = peer_flows[key]
+    if f == nil then
+        f = { tx_keys = {}, tx = {}, rx = {}, rx_maxlen = 0 }
+        peer_flows[key] = f
+    end
+    return f
+end
+
+-- Sequence number `s` of flow `f` on the flow's number line: the nearest
+-- (within 2^31) to the previous one seen, in either direction.
+local function peer_unwrap(f, s)
+    local x
+    if f.ref_s == nil then
+        x = PEER_SEQ_BASE
+    else
+        local d = (s - f.ref_s) % SEQ_SPACE
+        if d >= SEQ_HALF then
+            d = d - SEQ_SPACE
+        end
+        x = f.ref_x + d
+    end
+    f.ref_s, f.ref_x = s, x
+    return x
+end
+
+-- Inserts `v` into `list`, kept sorted by less(a, b), after its equals.
+-- In-order items (the common case) are appended; a late one costs the
+-- number of items it moves past.
+local function sorted_insert(list, v, less)
+    local i = #list + 1
+    while i > 1 and less(v, list[i - 1]) do
+        list[i] = list[i - 1]
+        i = i - 1
+    end
+    list[i] = v
+end
+
+-- First index of sorted `list` whose key(item) >= x (or > x when
+-- `strict`); #list + 1 when there is none.
+local function bound(list, x, key, strict)
+    local lo, hi = 1, #list + 1
+    while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local k = key(list[mid])
+        if k < x or (strict and k == x) then
+            lo = mid + 1
+        else
+            hi = mid
+        end
+    end
+    return lo
+end
+
+local function number_key(v) return v end
+local function start_key(r) return r.s end
+local function by_number(a, b) return a < b end
+local function by_start(a, b) return a.s < b.s end
+local function by_ns(a, b) return a.ns < b.ns end
+
+-- Records a send (SND_SW or SND_HW frame) of tskey `tskey`.
+local function peer_add_tx(f, tskey, stage, ns, frame)
+    local x = peer_unwrap(f, tskey)
+    local t = f.tx[x]
+    if t == nil then
+        t = { tskey = tskey, sw = {}, hw = {} }
+        f.tx[x] = t
+        sorted_insert(f.tx_keys, x, by_number)
+    end
+    local send = { frame = frame, ns = ns }
+    sorted_insert(stage == STAGE.SND_SW and t.sw or t.hw, send, by_ns)
+    return x, send
+end
+
+-- Records a received data skb (STACK_ENTRY) seq..end_seq.
+local function peer_add_rx(f, seq, end_seq, ns, frame)
+    local len = (end_seq - seq) % SEQ_SPACE
+    if len == 0 or len > PEER_MAX_RX_LEN then
+        return nil
+    end
+    local s = peer_unwrap(f, seq)
+    local r = { s = s, e = s + len, ns = ns, frame = frame }
+    sorted_insert(f.rx, r, by_start)
+    if len > f.rx_maxlen then
+        f.rx_maxlen = len
+    end
+    return r
+end
+
+-- The sends that count for a sender skb: its SND_SW frames, else SND_HW.
+local function peer_sends(t)
+    if #t.sw > 0 then
+        return t.sw
+    end
+    return t.hw
+end
+
+-- The send of `sends` (sorted by time) a receive at `ns` links to: the
+-- latest at or before it, else the earliest.
+local function peer_choose(sends, ns)
+    local pick = sends[1]
+    for i = 2, #sends do
+        if sends[i].ns <= ns then
+            pick = sends[i]
+        else
+            break
+        end
+    end
+    return pick
+end
+
+-- The sender skbs whose last byte RX skb `r` carries, in sequence order:
+-- { tskey, send, sends = number of sends }.
+local function peer_of_rx(f, r)
+    local out, keys = {}, f.tx_keys
+    local i = bound(keys, r.s, number_key)
+    while i <= #keys and keys[i] < r.e do
+        local t = f.tx[keys[i]]
+        local sends = peer_sends(t)
+        out[#out + 1] = { tskey = t.tskey, send = peer_choose(sends, r.ns), sends = #sends }
+        i = i + 1
+    end
+    return out
+end
+
+-- The receive that send `send` of the skb at `x` links to (the earliest
+-- one that chose it), the number of receives that chose it, and the
+-- skb's number of sends.
+local function peer_of_tx(f, x, send)
+    local sends = peer_sends(f.tx[x])
+    local rx = f.rx
+    local best, count = nil, 0
+    local j = bound(rx, x, start_key, true) - 1 -- last skb starting at or before x
+    while j >= 1 and rx[j].s + f.rx_maxlen > x do
+        local r = rx[j]
+        if r.e > x and peer_choose(sends, r.ns) == send then
+            count = count + 1
+            if best == nil or r.ns < best.ns or (r.ns == best.ns and r.frame < best.frame) then
+                best = r
+            end
+        end
+        j = j - 1
+    end
+    return best, count, #sends
+end
+
+-- The index entry of event `index` of this frame: made on the first pass
+-- by `make()`, looked up afterwards; nil when the event takes no part.
+local function peer_entry(pinfo, index, make)
+    local per_frame = peer_memo[pinfo.number]
+    if not pinfo.visited then
+        if per_frame == nil then
+            per_frame = {}
+            peer_memo[pinfo.number] = per_frame
+        end
+        per_frame[index] = make() or false
+    end
+    return per_frame and per_frame[index] or nil
+end
+
+-- Violation fields of one link item: the flag and the expert warning.
+local function add_violation(item, range, oneway, what)
+    item:add(F.causality_violation, range, true):set_generated()
+    item:add_proto_expert_info(E.causality, string.format(
+        "Causality violation: %s %s before it was sent (the hosts' clocks disagree by at least that much)",
+        what, format_ns(-oneway):sub(2)))
+end
+
+-- Peer links of a TX frame (a send); returns the Info suffix or "".
+local function peer_show_tx(tree, range, pinfo, index, b, stage, ns)
+    if not proto.prefs.peer_links or (stage ~= STAGE.SND_SW and stage ~= STAGE.SND_HW) then
+        return ""
+    end
+    local entry = peer_entry(pinfo, index, function()
+        local key = peer_flow_key(b)
+        if key == nil then
+            return nil
+        end
+        local f = peer_flow(key)
+        local x, send = peer_add_tx(f, b("tskey"):le_uint(), stage, ns, pinfo.number)
+        return { flow = f, x = x, tx = send }
+    end)
+    if entry == nil then
+        return ""
+    end
+    local r, count, nsends = peer_of_tx(entry.flow, entry.x, entry.tx)
+    if r == nil then
+        return ""
+    end
+    local oneway = signed_diff(r.ns, ns)
+    local item = tree:add(F.peer_frame, range, r.frame)
+    item:set_generated()
+    item:append_text(" (received there; one-way " .. format_ns(oneway) .. ")")
+    tree:add(F.oneway_ns, range, oneway):set_generated()
+    if count > 1 then
+        tree:add(F.peer_receptions, range, count):set_generated()
+    end
+    if nsends > 1 then
+        local resent = tree:add(F.peer_sends, range, nsends)
+        resent:set_generated()
+        resent:add_proto_expert_info(E.peer_resent)
+    end
+    local suffix = string.format(" ⇒ frame %d (one-way %s)", r.frame, format_ns(oneway))
+    if r.ns < ns then
+        add_violation(item, range, oneway, "received")
+        suffix = suffix .. " [causality violation]"
+    end
+    return suffix
+end
+
+-- Peer links of an RX STACK_ENTRY frame of a TCP skb; returns the Info
+-- suffix or "".
+local function peer_show_rx(tree, range, pinfo, index, b, seq, end_seq, ns)
+    if not proto.prefs.peer_links then
+        return ""
+    end
+    local entry = peer_entry(pinfo, index, function()
+        local key = peer_flow_key(b)
+        if key == nil then
+            return nil
+        end
+        local f = peer_flow(key)
+        local r = peer_add_rx(f, seq, end_seq, ns, pinfo.number)
+        return r and { flow = f, rx = r } or nil
+    end)
+    if entry == nil then
+        return ""
+    end
+    local peers = peer_of_rx(entry.flow, entry.rx)
+    if #peers == 0 then
+        return ""
+    end
+    local sub = tree:add(F.peer_count, range, #peers)
+    sub:set_generated()
+    local lo, hi, late = nil, nil, 0
+    for i, p in ipairs(peers) do
+        local oneway = signed_diff(ns, p.send.ns)
+        if i <= PEER_MAX_SHOWN then
+            local item = sub:add(F.peer_frame, range, p.send.frame)
+            item:set_generated()
+            item:append_text(string.format(" (sent there: tskey %d; one-way %s)", p.tskey, format_ns(oneway)))
+            item:add(F.peer_tskey, range, p.tskey):set_generated()
+            item:add(F.oneway_ns, range, oneway):set_generated()
+            if p.sends > 1 then
+                local resent = item:add(F.peer_sends, range, p.sends)
+                resent:set_generated()
+                resent:add_proto_expert_info(E.peer_resent)
+            end
+            if ns < p.send.ns then
+                add_violation(item, range, oneway, "received")
+            end
+        end
+        if ns < p.send.ns then
+            late = late + 1
+        end
+        lo = (lo == nil or oneway < lo) and oneway or lo
+        hi = (hi == nil or oneway > hi) and oneway or hi
+    end
+    if #peers > PEER_MAX_SHOWN then
+        sub:append_text(string.format(" (first %d listed)", PEER_MAX_SHOWN))
+    end
+    local suffix
+    if #peers == 1 then
+        suffix = string.format(" ⇐ frame %d (one-way %s)", peers[1].send.frame, format_ns(lo))
+    else
+        suffix = string.format(" ⇐ frames %d..%d (%d skbs, one-way %s..%s)", peers[1].send.frame,
+            peers[#peers].send.frame, #peers, format_ns(lo), format_ns(hi))
+    end
+    if late > 0 then
+        suffix = suffix .. " [causality violation]"
+    end
+    return suffix
+end
+
+------------------------------------------------------------------------------
 -- Packet-list columns of a pcapng frame (one event per frame).
 --
 -- An event with a flow gets Source/Destination as a TCP/IP dissector would
@@ -1052,7 +1421,7 @@ local function dissect_tx(body, pinfo, tree, ctx)
     if lat.own ~= nil then
         summary = summary .. " " .. format_ns(lat.own.value)
     end
-    return summary
+    return summary .. peer_show_tx(tree, b("global_ns"), pinfo, ctx.index, b, stage, b("global_ns"):le_uint64())
 end
 
 -- freq_ppb as the sink's summary prints it (Rust "{:+.1}").
@@ -1350,6 +1719,10 @@ local function dissect_rx(body, pinfo, tree, ctx)
                 summary = summary .. " " .. format_ns(link.prev_ns) .. " since " ..
                     RX_STAGE_NAMES[link.prev_stage]
             end
+        end
+        if stage == RX_STAGE.STACK_ENTRY then
+            summary = summary .. peer_show_rx(tree, b("global_ns"), pinfo, ctx.index, b, seq, end_seq,
+                b("global_ns"):le_uint64())
         end
     end
     return summary
@@ -1693,6 +2066,7 @@ proto_file.dissector = dissect_capture
 proto.init = function()
     reset_state()
     reset_rx_state()
+    reset_peer_state()
 end
 
 DissectorTable.get("wtap_encap"):add(wtap.USER0, proto_file)
