@@ -41,6 +41,8 @@ pub struct IfStats {
     pub recv: Option<u64>,
     /// isb_ifdrop.
     pub drop: Option<u64>,
+    /// opt_comment (the sink's per-agent breakdown).
+    pub comment: Option<String>,
 }
 
 /// Everything read from a set of files.
@@ -71,18 +73,37 @@ pub fn pcapng_files(dir: &Path) -> Vec<PathBuf> {
 pub fn read_dir(dir: &Path) -> Trace {
     let mut t = Trace::default();
     for f in pcapng_files(dir) {
-        read_file(&f, &mut t);
+        read_file(&f, &mut t, false);
         t.files.push(f);
     }
     t
 }
 
-fn read_file(path: &Path, t: &mut Trace) {
+/// Read the files of a sink that was killed: every whole block up to the
+/// first one that is cut (a killed write), which is where the file ends
+/// for a reader. Returns the trace and whether a file was cut.
+pub fn read_dir_of_killed_sink(dir: &Path) -> (Trace, bool) {
+    let mut t = Trace::default();
+    let mut cut = false;
+    for f in pcapng_files(dir) {
+        cut |= read_file(&f, &mut t, true);
+        t.files.push(f);
+    }
+    (t, cut)
+}
+
+/// Returns whether the file ended in a cut block (only when `lenient`;
+/// otherwise that panics).
+fn read_file(path: &Path, t: &mut Trace, lenient: bool) -> bool {
     let file = std::fs::File::open(path).expect("open pcapng");
     let mut r = PcapNgReader::new(std::io::BufReader::new(file)).expect("pcapng section header");
     let mut names: Vec<String> = Vec::new();
     while let Some(b) = r.next_block() {
-        let (block, _) = b.unwrap_or_else(|e| panic!("{}: bad block: {e}", path.display()));
+        let (block, _) = match b {
+            Ok(b) => b,
+            Err(_) if lenient => return true,
+            Err(e) => panic!("{}: bad block: {e}", path.display()),
+        };
         match block {
             Block::SectionHeader(_) => names.clear(),
             Block::InterfaceDescription(idb) => {
@@ -144,6 +165,9 @@ fn read_file(path: &Path, t: &mut Trace) {
                     match o {
                         InterfaceStatisticsOption::IsbIfRecv(v) => s.recv = Some(*v),
                         InterfaceStatisticsOption::IsbIfDrop(v) => s.drop = Some(*v),
+                        InterfaceStatisticsOption::Common(CommonOption::Comment(c)) => {
+                            s.comment = Some(c.to_string())
+                        }
                         _ => {}
                     }
                 }
@@ -152,4 +176,5 @@ fn read_file(path: &Path, t: &mut Trace) {
             _ => {}
         }
     }
+    false
 }

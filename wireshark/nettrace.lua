@@ -2,7 +2,7 @@
 nettrace.lua - Wireshark/tshark dissector for the clock-synchronized network
 stack tracer ("nettrace").
 
-Understands wire format version 1 and capture record version 1, exactly as
+Understands wire format versions 2 and 1 and capture record version 1, as
 defined in docs/wire-format.md. Its layout tables (offsets, body lengths,
 kind numbers, name tables) are generated from tracer-codec's layout
 description (tracer-codec/src/layout.rs) into the block between the
@@ -12,7 +12,9 @@ GENERATED LAYOUT markers below; the rest is display logic. It decodes:
     147); each frame is one capture record (capture header + one event).
   * live agent -> sink UDP datagrams ("NTRC" header + event records) on the
     UDP port set by the preference nettrace.udp_port (default 7420), or on
-    any port through "Decode As... > UDP port > NETTRACE".
+    any port through "Decode As... > UDP port > NETTRACE"; and the sink's
+    acknowledgements to the agents ("NTRA", see docs/wire-format.md) on
+    the same port.
 
 Event kinds:
   1  TX timestamp: one BPF TX timestamping callback, with
@@ -26,6 +28,12 @@ Event kinds:
   5  TCP anomaly: retransmission, reset, receive limits (nettrace.tcp.*).
   Other kinds are shown as undecoded bodies and skipped by their length;
   bytes past a known layout are shown as fields of a newer version.
+
+Across hosts, a sender's SND_SW frame and the receiver's STACK_ENTRY frame
+of the same TCP bytes link to each other (nettrace.peer_frame) with the
+one-way latency (nettrace.oneway_ns); a receive before its send is flagged
+(nettrace.causality_violation, an expert warning). Links to later frames
+need two passes: tshark -2, or Wireshark after loading.
 
 Install:
   Wireshark: copy this file to your personal Lua plugins folder
@@ -49,13 +57,18 @@ wireshark/README.md.
 -- Do not edit by hand: rendered by tracer_codec::layout::render_lua();
 -- regenerate with `UPDATE_GENERATED=1 cargo test -p tracer-codec`.
 local LAYOUT = {
-    wire_version = 1,
+    wire_version = 2,
+    wire_version_1 = 1,
+    dgram_v1_fixed_len = 61,
+    flag_mac = 1,
+    mac_len = 16,
     capture_version = 1,
     magic = "NTRC",
     max_hostname_len = 64,
     record_header_len = 4,
+    ack_magic = "NTRA",
     dgram = {
-        fixed_len = 61,
+        fixed_len = 70,
         fields = {
             magic = { offset = 0, size = 4, type = "text" },
             version = { offset = 4, size = 2, type = "u16" },
@@ -69,8 +82,10 @@ local LAYOUT = {
             clock_state = { offset = 57, size = 1, type = "u8", names = "ClockState" },
             event_count = { offset = 58, size = 2, type = "u16" },
             hostname_len = { offset = 60, size = 1, type = "u8" },
+            flags = { offset = 61, size = 1, type = "u8" },
+            incarnation = { offset = 62, size = 8, type = "u64" },
         },
-        order = { "magic", "version", "header_len", "agent_id", "boot_id", "seq", "lost_events", "first_event_seq", "clock_source", "clock_state", "event_count", "hostname_len" },
+        order = { "magic", "version", "header_len", "agent_id", "boot_id", "seq", "lost_events", "first_event_seq", "clock_source", "clock_state", "event_count", "hostname_len", "flags", "incarnation" },
     },
     capture = {
         fixed_len = 23,
@@ -84,6 +99,26 @@ local LAYOUT = {
             host_len = { offset = 22, size = 1, type = "u8" },
         },
         order = { "version", "header_len", "agent_id", "event_seq", "clock_source", "clock_state", "host_len" },
+    },
+    ack = {
+        fixed_len = 96,
+        fields = {
+            magic = { offset = 0, size = 4, type = "text" },
+            version = { offset = 4, size = 2, type = "u16" },
+            ack_len = { offset = 6, size = 2, type = "u16" },
+            flags = { offset = 8, size = 1, type = "u8" },
+            reserved = { offset = 9, size = 7, type = "bytes" },
+            sink_instance = { offset = 16, size = 8, type = "u64" },
+            ack_seq = { offset = 24, size = 8, type = "u64" },
+            agent_id = { offset = 32, size = 8, type = "u64" },
+            boot_id = { offset = 40, size = 16, type = "guid" },
+            incarnation = { offset = 56, size = 8, type = "u64" },
+            preceding_events = { offset = 64, size = 8, type = "u64" },
+            delivered_events = { offset = 72, size = 8, type = "u64" },
+            lost_events = { offset = 80, size = 8, type = "u64" },
+            received_events = { offset = 88, size = 8, type = "u64" },
+        },
+        order = { "magic", "version", "ack_len", "flags", "reserved", "sink_instance", "ack_seq", "agent_id", "boot_id", "incarnation", "preceding_events", "delivered_events", "lost_events", "received_events" },
     },
     record = {
         fields = {
@@ -226,6 +261,7 @@ local LAYOUT = {
 
 -- Versions this script understands. Anything else is flagged, not guessed at.
 local WIRE_VERSION = LAYOUT.wire_version
+local WIRE_VERSION_1 = LAYOUT.wire_version_1
 local CAPTURE_VERSION = LAYOUT.capture_version
 
 local MAGIC = LAYOUT.magic
@@ -298,6 +334,21 @@ local F = {
     lost_events = ProtoField.uint64("nettrace.dgram.lost_events", "Lost events (cumulative)"),
     first_event_seq = ProtoField.uint64("nettrace.dgram.first_event_seq", "First event sequence"),
     event_count = ProtoField.uint16("nettrace.dgram.event_count", "Event count"),
+    dgram_flags = ProtoField.uint8("nettrace.dgram.flags", "Flags", base.HEX),
+    dgram_flag_mac = ProtoField.bool("nettrace.dgram.flags.mac", "Tagged (ends with a MAC)", 8, nil, LAYOUT.flag_mac),
+    incarnation = ProtoField.uint64("nettrace.dgram.incarnation", "Incarnation", base.HEX),
+    dgram_mac = ProtoField.bytes("nettrace.dgram.mac", "MAC (HMAC-SHA256-128, not checked here)"),
+    -- the sink's acknowledgement (sink -> agent, "NTRA")
+    ack_version = ProtoField.uint16("nettrace.ack.version", "Ack version"),
+    ack_len = ProtoField.uint16("nettrace.ack.ack_len", "Ack length"),
+    ack_flags = ProtoField.uint8("nettrace.ack.flags", "Flags", base.HEX),
+    ack_sink_instance = ProtoField.uint64("nettrace.ack.sink_instance", "Sink instance", base.HEX),
+    ack_seq = ProtoField.uint64("nettrace.ack.ack_seq", "Ack sequence"),
+    ack_preceding = ProtoField.uint64("nettrace.ack.preceding_events", "Events before this sink's first"),
+    ack_delivered = ProtoField.uint64("nettrace.ack.delivered_events", "Events in the sink's files"),
+    ack_lost = ProtoField.uint64("nettrace.ack.lost_events", "Events the sink counted lost"),
+    ack_received = ProtoField.uint64("nettrace.ack.received_events", "Events the sink accepted"),
+    ack_mac = ProtoField.bytes("nettrace.ack.mac", "MAC (HMAC-SHA256-128, not checked here)"),
     -- capture header (pcapng frames)
     cap_version = ProtoField.uint16("nettrace.capture.version", "Capture version"),
     cap_header_len = ProtoField.uint16("nettrace.capture.header_len", "Header length"),
@@ -448,6 +499,18 @@ local F = {
     rx_skb_seq = ProtoField.uint32("nettrace.rx.skb_seq", "Linked skb: first sequence"),
     rx_skb_end_seq = ProtoField.uint32("nettrace.rx.skb_end_seq", "Linked skb: sequence after the last byte"),
     rx_skb_count = ProtoField.uint32("nettrace.rx.skb_count", "Skbs whose stage this event is"),
+
+    -- generated: cross-host peer links between a sender's SND_SW (or
+    -- SND_HW) frame and the receiver's STACK_ENTRY frame of the same bytes
+    -- (see "Cross-host peer links" below)
+    peer_frame = ProtoField.framenum("nettrace.peer_frame", "Peer frame (other end of these bytes)"),
+    oneway_ns = ProtoField.int64("nettrace.oneway_ns", "One-way latency: receiver STACK_ENTRY - sender SND_SW (ns)"),
+    causality_violation = ProtoField.bool("nettrace.causality_violation",
+        "Causality violation (received before sent: the hosts' clocks disagree)"),
+    peer_count = ProtoField.uint32("nettrace.peer_count", "Sender's skbs whose last byte this skb carries"),
+    peer_tskey = ProtoField.uint32("nettrace.peer_tskey", "Sender's skb: tskey (its last byte)"),
+    peer_sends = ProtoField.uint32("nettrace.peer_sends", "Times the sender sent this skb"),
+    peer_receptions = ProtoField.uint32("nettrace.peer_receptions", "Receptions linked to this send"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -465,6 +528,7 @@ local E = {
     bad_magic = malformed("bad_magic", "Bad magic: not a nettrace datagram"),
     bad_version = malformed("bad_version", "Unsupported version"),
     bad_header_len = malformed("bad_header_len", "Header length out of range"),
+    bad_flags = malformed("bad_flags", "Unknown header flags"),
     bad_hostname = malformed("bad_hostname", "Bad host name"),
     truncated = malformed("truncated_record", "Record runs past the end"),
     count_mismatch = malformed("event_count_mismatch", "Record count differs from the header"),
@@ -489,6 +553,18 @@ local E = {
         expert.group.SEQUENCE, expert.severity.WARN),
     tcp_memory = ProtoExpert.new("nettrace.tcp.memory", "Socket receive queue or memory limit hit",
         expert.group.SEQUENCE, expert.severity.WARN),
+    -- A receive before its send on the global axis: no packet does that,
+    -- so the two hosts' clocks disagree by at least that much. A warning in
+    -- the sequence group (where TCP files its analysis), not an error: the
+    -- trace is intact, its time axis is not trustworthy there.
+    causality = ProtoExpert.new("nettrace.causality_violation.expert",
+        "Causality violation: received before sent (the hosts' clocks disagree)",
+        expert.group.SEQUENCE, expert.severity.WARN),
+    -- A range sent more than once: which send a reception belongs to is a
+    -- choice (the latest one before it), so say so.
+    peer_resent = ProtoExpert.new("nettrace.peer_sends.expert",
+        "Sent more than once: a reception links to the latest send at or before it",
+        expert.group.SEQUENCE, expert.severity.NOTE),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
 }
@@ -499,6 +575,10 @@ end
 proto.experts = expert_list
 
 proto.prefs.udp_port = Pref.uint("UDP port", DEFAULT_UDP_PORT, "UDP port of agent -> sink datagrams")
+proto.prefs.peer_links = Pref.bool("Link sends to receptions across hosts", true,
+    "Link each sender's SND_SW (or SND_HW) frame to the receiver's STACK_ENTRY frame of the same "
+    .. "TCP bytes (nettrace.peer_frame), with the one-way latency (nettrace.oneway_ns) and causality "
+    .. "violations; needs two passes (tshark -2) to show links to later frames")
 proto.prefs.ip_stats = Pref.bool("Show flows in IP statistics", true,
     "Hand each event's flow, as a synthesized IPv4/IPv6 header (no such packet was captured), to "
     .. "Wireshark's IP dissector, so that Statistics > Conversations / Endpoints (IPv4, IPv6), "
@@ -801,6 +881,341 @@ local function endpoint(addr, port, family)
 end
 
 ------------------------------------------------------------------------------
+-- Cross-host peer links (TCP only).
+--
+-- A sender's TX skb (tskey = sequence number of its last byte) is received
+-- in the receiver's STACK_ENTRY skb of the same connection whose range
+-- seq..end_seq carries that last byte. Both hosts write the flow as the
+-- data travelled (TX: local -> remote; RX: sender -> receiver), so the key
+-- is the same 4-tuple on both sides (an IPv4-mapped IPv6 pair counts as
+-- IPv4: a dual-stack sender socket, an IPv4 packet on the wire). Rules
+-- (docs/reading-a-trace.md, "Across hosts"):
+--   * a send is an SND_SW frame; SND_HW frames count only for an skb with
+--     no SND_SW at all (an SND_HW callback runs at TX completion, after the
+--     packet left, so it could look later than the peer's receive);
+--   * an RX STACK_ENTRY frame links to every sender skb whose last byte it
+--     carries (GRO merges several), each to the latest send of that skb at
+--     or before the receive on the global axis, or, when every send is
+--     later (a causality violation), to the earliest send;
+--   * a send links back to the earliest receive that linked to it.
+-- oneway_ns = receive global_ns - send global_ns, signed.
+--
+-- The first pass (pinfo.visited false, frame order) only fills the index;
+-- every dissection reads the links from it, so a re-dissection (tshark -2,
+-- a click in the GUI after loading) sees links to later frames, and a
+-- single pass shows each link on the later of its two frames only.
+-- Lookups are binary searches in per-flow arrays sorted by unwrapped
+-- sequence number: O(log n) per frame plus the skbs found.
+------------------------------------------------------------------------------
+-- Sequence numbers of one flow, on both hosts, are unwrapped into one
+-- number line (doubles hold them exactly) starting here.
+local PEER_SEQ_BASE = 2 ^ 40
+-- An RX range longer than this is not indexed: no GRO/BIG TCP skb is that
+-- long, and one bogus range would make every backwards scan long.
+local PEER_MAX_RX_LEN = 16 * 1024 * 1024
+-- Sender skbs listed on one RX frame (all are counted in peer_count).
+local PEER_MAX_SHOWN = 64
+local V4_MAPPED = string.rep("\0", 10) .. "\255\255"
+
+local peer_flows = {} -- flow key -> { tx_keys, tx, rx, rx_maxlen, ref_s, ref_x }
+local peer_memo = {} -- frame -> index -> { flow, tx = send or rx = skb, x }
+
+local function reset_peer_state()
+    peer_flows, peer_memo = {}, {}
+end
+
+-- The connection key of an event whose reader `b` has family, saddr,
+-- daddr, sport and dport in the data's direction; nil without a family.
+local function peer_flow_key(b)
+    local family = b("family"):uint()
+    local s, d = b("saddr"):raw(), b("daddr"):raw()
+    if family == 4 then
+        s, d = s:sub(1, 4), d:sub(1, 4)
+    elseif family == 6 then
+        if s:sub(1, 12) == V4_MAPPED and d:sub(1, 12) == V4_MAPPED then
+            s, d = s:sub(13, 16), d:sub(13, 16)
+        end
+    else
+        return nil
+    end
+    return s .. d .. b("sport"):le_uint() .. ":" .. b("dport"):le_uint()
+end
+
+local function peer_flow(key)
+    local f = peer_flows[key]
+    if f == nil then
+        f = { tx_keys = {}, tx = {}, rx = {}, rx_maxlen = 0 }
+        peer_flows[key] = f
+    end
+    return f
+end
+
+-- Sequence number `s` of flow `f` on the flow's number line: the nearest
+-- (within 2^31) to the previous one seen, in either direction.
+local function peer_unwrap(f, s)
+    local x
+    if f.ref_s == nil then
+        x = PEER_SEQ_BASE
+    else
+        local d = (s - f.ref_s) % SEQ_SPACE
+        if d >= SEQ_HALF then
+            d = d - SEQ_SPACE
+        end
+        x = f.ref_x + d
+    end
+    f.ref_s, f.ref_x = s, x
+    return x
+end
+
+-- Inserts `v` into `list`, kept sorted by less(a, b), after its equals.
+-- In-order items (the common case) are appended; a late one costs the
+-- number of items it moves past.
+local function sorted_insert(list, v, less)
+    local i = #list + 1
+    while i > 1 and less(v, list[i - 1]) do
+        list[i] = list[i - 1]
+        i = i - 1
+    end
+    list[i] = v
+end
+
+-- First index of sorted `list` whose key(item) >= x (or > x when
+-- `strict`); #list + 1 when there is none.
+local function bound(list, x, key, strict)
+    local lo, hi = 1, #list + 1
+    while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local k = key(list[mid])
+        if k < x or (strict and k == x) then
+            lo = mid + 1
+        else
+            hi = mid
+        end
+    end
+    return lo
+end
+
+local function number_key(v) return v end
+local function start_key(r) return r.s end
+local function by_number(a, b) return a < b end
+local function by_start(a, b) return a.s < b.s end
+local function by_ns(a, b) return a.ns < b.ns end
+
+-- Records a send (SND_SW or SND_HW frame) of tskey `tskey`.
+local function peer_add_tx(f, tskey, stage, ns, frame)
+    local x = peer_unwrap(f, tskey)
+    local t = f.tx[x]
+    if t == nil then
+        t = { tskey = tskey, sw = {}, hw = {} }
+        f.tx[x] = t
+        sorted_insert(f.tx_keys, x, by_number)
+    end
+    local send = { frame = frame, ns = ns }
+    sorted_insert(stage == STAGE.SND_SW and t.sw or t.hw, send, by_ns)
+    return x, send
+end
+
+-- Records a received data skb (STACK_ENTRY) seq..end_seq.
+local function peer_add_rx(f, seq, end_seq, ns, frame)
+    local len = (end_seq - seq) % SEQ_SPACE
+    if len == 0 or len > PEER_MAX_RX_LEN then
+        return nil
+    end
+    local s = peer_unwrap(f, seq)
+    local r = { s = s, e = s + len, ns = ns, frame = frame }
+    sorted_insert(f.rx, r, by_start)
+    if len > f.rx_maxlen then
+        f.rx_maxlen = len
+    end
+    return r
+end
+
+-- The sends that count for a sender skb: its SND_SW frames, else SND_HW.
+local function peer_sends(t)
+    if #t.sw > 0 then
+        return t.sw
+    end
+    return t.hw
+end
+
+-- The send of `sends` (sorted by time) a receive at `ns` links to: the
+-- latest at or before it, else the earliest.
+local function peer_choose(sends, ns)
+    local pick = sends[1]
+    for i = 2, #sends do
+        if sends[i].ns <= ns then
+            pick = sends[i]
+        else
+            break
+        end
+    end
+    return pick
+end
+
+-- The sender skbs whose last byte RX skb `r` carries, in sequence order:
+-- { tskey, send, sends = number of sends }.
+local function peer_of_rx(f, r)
+    local out, keys = {}, f.tx_keys
+    local i = bound(keys, r.s, number_key)
+    while i <= #keys and keys[i] < r.e do
+        local t = f.tx[keys[i]]
+        local sends = peer_sends(t)
+        out[#out + 1] = { tskey = t.tskey, send = peer_choose(sends, r.ns), sends = #sends }
+        i = i + 1
+    end
+    return out
+end
+
+-- The receive that send `send` of the skb at `x` links to (the earliest
+-- one that chose it), the number of receives that chose it, and the
+-- skb's number of sends.
+local function peer_of_tx(f, x, send)
+    local sends = peer_sends(f.tx[x])
+    local rx = f.rx
+    local best, count = nil, 0
+    local j = bound(rx, x, start_key, true) - 1 -- last skb starting at or before x
+    while j >= 1 and rx[j].s + f.rx_maxlen > x do
+        local r = rx[j]
+        if r.e > x and peer_choose(sends, r.ns) == send then
+            count = count + 1
+            if best == nil or r.ns < best.ns or (r.ns == best.ns and r.frame < best.frame) then
+                best = r
+            end
+        end
+        j = j - 1
+    end
+    return best, count, #sends
+end
+
+-- The index entry of event `index` of this frame: made on the first pass
+-- by `make()`, looked up afterwards; nil when the event takes no part.
+local function peer_entry(pinfo, index, make)
+    local per_frame = peer_memo[pinfo.number]
+    if not pinfo.visited then
+        if per_frame == nil then
+            per_frame = {}
+            peer_memo[pinfo.number] = per_frame
+        end
+        per_frame[index] = make() or false
+    end
+    return per_frame and per_frame[index] or nil
+end
+
+-- Violation fields of one link item: the flag and the expert warning.
+local function add_violation(item, range, oneway, what)
+    item:add(F.causality_violation, range, true):set_generated()
+    item:add_proto_expert_info(E.causality, string.format(
+        "Causality violation: %s %s before it was sent (the hosts' clocks disagree by at least that much)",
+        what, format_ns(-oneway):sub(2)))
+end
+
+-- Peer links of a TX frame (a send); returns the Info suffix or "".
+local function peer_show_tx(tree, range, pinfo, index, b, stage, ns)
+    if not proto.prefs.peer_links or (stage ~= STAGE.SND_SW and stage ~= STAGE.SND_HW) then
+        return ""
+    end
+    local entry = peer_entry(pinfo, index, function()
+        local key = peer_flow_key(b)
+        if key == nil then
+            return nil
+        end
+        local f = peer_flow(key)
+        local x, send = peer_add_tx(f, b("tskey"):le_uint(), stage, ns, pinfo.number)
+        return { flow = f, x = x, tx = send }
+    end)
+    if entry == nil then
+        return ""
+    end
+    local r, count, nsends = peer_of_tx(entry.flow, entry.x, entry.tx)
+    if r == nil then
+        return ""
+    end
+    local oneway = signed_diff(r.ns, ns)
+    local item = tree:add(F.peer_frame, range, r.frame)
+    item:set_generated()
+    item:append_text(" (received there; one-way " .. format_ns(oneway) .. ")")
+    tree:add(F.oneway_ns, range, oneway):set_generated()
+    if count > 1 then
+        tree:add(F.peer_receptions, range, count):set_generated()
+    end
+    if nsends > 1 then
+        local resent = tree:add(F.peer_sends, range, nsends)
+        resent:set_generated()
+        resent:add_proto_expert_info(E.peer_resent)
+    end
+    local suffix = string.format(" ⇒ frame %d (one-way %s)", r.frame, format_ns(oneway))
+    if r.ns < ns then
+        add_violation(item, range, oneway, "received")
+        suffix = suffix .. " [causality violation]"
+    end
+    return suffix
+end
+
+-- Peer links of an RX STACK_ENTRY frame of a TCP skb; returns the Info
+-- suffix or "".
+local function peer_show_rx(tree, range, pinfo, index, b, seq, end_seq, ns)
+    if not proto.prefs.peer_links then
+        return ""
+    end
+    local entry = peer_entry(pinfo, index, function()
+        local key = peer_flow_key(b)
+        if key == nil then
+            return nil
+        end
+        local f = peer_flow(key)
+        local r = peer_add_rx(f, seq, end_seq, ns, pinfo.number)
+        return r and { flow = f, rx = r } or nil
+    end)
+    if entry == nil then
+        return ""
+    end
+    local peers = peer_of_rx(entry.flow, entry.rx)
+    if #peers == 0 then
+        return ""
+    end
+    local sub = tree:add(F.peer_count, range, #peers)
+    sub:set_generated()
+    local lo, hi, late = nil, nil, 0
+    for i, p in ipairs(peers) do
+        local oneway = signed_diff(ns, p.send.ns)
+        if i <= PEER_MAX_SHOWN then
+            local item = sub:add(F.peer_frame, range, p.send.frame)
+            item:set_generated()
+            item:append_text(string.format(" (sent there: tskey %d; one-way %s)", p.tskey, format_ns(oneway)))
+            item:add(F.peer_tskey, range, p.tskey):set_generated()
+            item:add(F.oneway_ns, range, oneway):set_generated()
+            if p.sends > 1 then
+                local resent = item:add(F.peer_sends, range, p.sends)
+                resent:set_generated()
+                resent:add_proto_expert_info(E.peer_resent)
+            end
+            if ns < p.send.ns then
+                add_violation(item, range, oneway, "received")
+            end
+        end
+        if ns < p.send.ns then
+            late = late + 1
+        end
+        lo = (lo == nil or oneway < lo) and oneway or lo
+        hi = (hi == nil or oneway > hi) and oneway or hi
+    end
+    if #peers > PEER_MAX_SHOWN then
+        sub:append_text(string.format(" (first %d listed)", PEER_MAX_SHOWN))
+    end
+    local suffix
+    if #peers == 1 then
+        suffix = string.format(" ⇐ frame %d (one-way %s)", peers[1].send.frame, format_ns(lo))
+    else
+        suffix = string.format(" ⇐ frames %d..%d (%d skbs, one-way %s..%s)", peers[1].send.frame,
+            peers[#peers].send.frame, #peers, format_ns(lo), format_ns(hi))
+    end
+    if late > 0 then
+        suffix = suffix .. " [causality violation]"
+    end
+    return suffix
+end
+
+------------------------------------------------------------------------------
 -- Packet-list columns of a pcapng frame (one event per frame).
 --
 -- An event with a flow gets Source/Destination as a TCP/IP dissector would
@@ -1006,7 +1421,7 @@ local function dissect_tx(body, pinfo, tree, ctx)
     if lat.own ~= nil then
         summary = summary .. " " .. format_ns(lat.own.value)
     end
-    return summary
+    return summary .. peer_show_tx(tree, b("global_ns"), pinfo, ctx.index, b, stage, b("global_ns"):le_uint64())
 end
 
 -- freq_ppb as the sink's summary prints it (Rust "{:+.1}").
@@ -1305,6 +1720,10 @@ local function dissect_rx(body, pinfo, tree, ctx)
                     RX_STAGE_NAMES[link.prev_stage]
             end
         end
+        if stage == RX_STAGE.STACK_ENTRY then
+            summary = summary .. peer_show_rx(tree, b("global_ns"), pinfo, ctx.index, b, seq, end_seq,
+                b("global_ns"):le_uint64())
+        end
     end
     return summary
 end
@@ -1477,9 +1896,9 @@ end
 -- the records need, or nil (after adding an expert) when it is unusable.
 local function dissect_dgram_header(tvb, tree)
     local total = tvb:len()
-    if total < DGRAM.fixed_len then
+    if total < LAYOUT.dgram_v1_fixed_len then
         tree:add_proto_expert_info(E.too_short,
-            string.format("Datagram of %d bytes, the header needs %d", total, DGRAM.fixed_len))
+            string.format("Datagram of %d bytes, the header needs %d", total, LAYOUT.dgram_v1_fixed_len))
         return nil, "too short"
     end
     local d = field_reader(tvb, DGRAM.fields)
@@ -1490,10 +1909,19 @@ local function dissect_dgram_header(tvb, tree)
     end
     local version = d("version"):le_uint()
     local version_item = tree:add_le(F.dgram_version, d("version"))
-    if version ~= WIRE_VERSION then
+    if version ~= WIRE_VERSION and version ~= WIRE_VERSION_1 then
         version_item:add_proto_expert_info(E.bad_version,
-            string.format("Wire version %d, this dissector reads %d", version, WIRE_VERSION))
+            string.format("Wire version %d, this dissector reads %d and %d", version, WIRE_VERSION_1, WIRE_VERSION))
         return nil, "wire version " .. version
+    end
+    -- Version 1 ends its fixed part before `flags`: no flags, incarnation or MAC.
+    local fixed_len = DGRAM.fixed_len
+    if version == WIRE_VERSION_1 then
+        fixed_len = LAYOUT.dgram_v1_fixed_len
+    elseif total < fixed_len then
+        tree:add_proto_expert_info(E.too_short,
+            string.format("Datagram of %d bytes, the header needs %d", total, fixed_len))
+        return nil, "too short"
     end
     local header_len = d("header_len"):le_uint()
     local hl_item = tree:add_le(F.dgram_header_len, d("header_len"))
@@ -1502,6 +1930,7 @@ local function dissect_dgram_header(tvb, tree)
         first = d("first_event_seq"):le_uint64(),
         first_range = d("first_event_seq"),
         count = d("event_count"):le_uint(),
+        mac_len = 0,
     }
     tree:add_le(F.agent_id, d("agent_id"))
     tree:add(F.boot_id, d("boot_id"))
@@ -1513,17 +1942,82 @@ local function dissect_dgram_header(tvb, tree)
     tree:add(F.clock_state, d("clock_state"))
     h.count_item = tree:add_le(F.event_count, d("event_count"))
     local host_len = d("hostname_len"):uint()
-    if not check_header_len(hl_item, header_len, DGRAM.fixed_len + host_len, total) then
+    if version ~= WIRE_VERSION_1 then
+        local flags = d("flags"):uint()
+        local flags_item = tree:add(F.dgram_flags, d("flags"))
+        flags_item:add(F.dgram_flag_mac, d("flags"))
+        tree:add_le(F.incarnation, d("incarnation"))
+        if bit32.band(flags, bit32.bnot(LAYOUT.flag_mac)) ~= 0 then
+            flags_item:add_proto_expert_info(E.bad_flags,
+                string.format("Flags 0x%02x: bits other than 0 are reserved", flags))
+            return nil, "unknown flags"
+        end
+        if bit32.band(flags, LAYOUT.flag_mac) ~= 0 then
+            h.mac_len = LAYOUT.mac_len
+        end
+    end
+    if not check_header_len(hl_item, header_len, fixed_len + host_len, total - h.mac_len) then
         return nil, "bad header length"
     end
-    h.host = add_host(tree, tvb, d("hostname_len"), DGRAM.fixed_len, host_len)
+    h.host = add_host(tree, tvb, d("hostname_len"), fixed_len, host_len)
     h.header_len = header_len
     return h
+end
+
+-- The sink's acknowledgement to an agent (it comes from the sink's port).
+local ACK = LAYOUT.ack
+local function dissect_ack(tvb, pinfo, tree)
+    local total = tvb:len()
+    tree:append_text(" (acknowledgement)")
+    if total < ACK.fixed_len then
+        tree:add_proto_expert_info(E.too_short,
+            string.format("Acknowledgement of %d bytes, it needs %d", total, ACK.fixed_len))
+        set_columns(pinfo, "[Malformed: too short]")
+        return total
+    end
+    local a = field_reader(tvb, ACK.fields)
+    tree:add(F.magic, a("magic"))
+    local version_item = tree:add_le(F.ack_version, a("version"))
+    if a("version"):le_uint() ~= 1 then
+        version_item:add_proto_expert_info(E.bad_version, "Acknowledgement version this dissector does not read")
+        set_columns(pinfo, "[Malformed: ack version]")
+        return total
+    end
+    local len_item = tree:add_le(F.ack_len, a("ack_len"))
+    tree:add(F.ack_flags, a("flags"))
+    tree:add_le(F.ack_sink_instance, a("sink_instance"))
+    tree:add_le(F.ack_seq, a("ack_seq"))
+    tree:add_le(F.agent_id, a("agent_id"))
+    tree:add(F.boot_id, a("boot_id"))
+    tree:add_le(F.incarnation, a("incarnation"))
+    tree:add_le(F.ack_preceding, a("preceding_events"))
+    tree:add_le(F.ack_delivered, a("delivered_events"))
+    tree:add_le(F.ack_lost, a("lost_events"))
+    tree:add_le(F.ack_received, a("received_events"))
+    local ack_len = a("ack_len"):le_uint()
+    local mac_len = 0
+    if bit32.band(a("flags"):uint(), LAYOUT.flag_mac) ~= 0 then
+        mac_len = LAYOUT.mac_len
+    end
+    if not check_header_len(len_item, ack_len, ACK.fixed_len, total - mac_len) or ack_len + mac_len ~= total then
+        set_columns(pinfo, "[Malformed: bad ack length]")
+        return total
+    end
+    if mac_len > 0 then
+        tree:add(F.ack_mac, tvb(ack_len, mac_len))
+    end
+    set_columns(pinfo, string.format("ack agent=%s delivered=%s lost=%s preceding=%s",
+        tostring(a("agent_id"):le_uint64()), tostring(a("delivered_events"):le_uint64()),
+        tostring(a("lost_events"):le_uint64()), tostring(a("preceding_events"):le_uint64())))
+    return total
 end
 
 local function dissect_dgram(tvb, pinfo, root)
     local total = tvb:len()
     local tree = root:add(proto, tvb())
+    if total >= 4 and tvb(0, 4):string() == LAYOUT.ack_magic then
+        return dissect_ack(tvb, pinfo, tree)
+    end
     local h, why = dissect_dgram_header(tvb, tree)
     if h == nil then
         set_columns(pinfo, "[Malformed: " .. why .. "]")
@@ -1531,6 +2025,12 @@ local function dissect_dgram(tvb, pinfo, root)
     end
 
     local summaries = {}
+    -- The records end where the MAC begins.
+    local mac_at = total - h.mac_len
+    if h.mac_len > 0 then
+        tree:add(F.dgram_mac, tvb(mac_at, h.mac_len))
+    end
+    total = mac_at
     local offset, index = h.header_len, 0
     while offset ~= nil and offset < total do
         local start = offset
@@ -1566,6 +2066,7 @@ proto_file.dissector = dissect_capture
 proto.init = function()
     reset_state()
     reset_rx_state()
+    reset_peer_state()
 end
 
 DissectorTable.get("wtap_encap"):add(wtap.USER0, proto_file)

@@ -23,7 +23,8 @@ pub struct ClockReport {
     pub mono_ns: u64,
     /// `global - reference` at that instant, before this update, ns.
     pub offset_ns: i64,
-    /// Frequency correction now in force, ppb.
+    /// Frequency correction now in force, ppb (positive = the global clock
+    /// runs faster than CLOCK_MONOTONIC). phc2sys prints the negation.
     pub freq_ppb: f64,
     /// Read delay / round-trip delay of the sample, ns.
     pub delay_ns: u64,
@@ -36,13 +37,20 @@ pub struct ClockReport {
 }
 
 impl ClockReport {
-    /// phc2sys -m style line: `offset   -12 s2 freq  +3456 delay   789`.
+    /// The line phc2sys -m prints for an update, in its format
+    /// (`offset %9 s%d freq %+7.0f delay %6`), e.g.
+    /// `offset       -12 s2 freq   +3456 delay    789`.
+    ///
+    /// phc2sys prints its servo's output, which it then applies negated
+    /// (`clockadj_set_freq(-ppb)`): how fast the disciplined clock runs
+    /// against the reference. `freq_ppb` here is the correction applied,
+    /// so the line shows its negation; both then read the same.
     pub fn phc2sys_line(&self) -> String {
         format!(
-            "offset {:>9} s{} freq {:>+9.0} delay {:>6}",
+            "offset {:>9} s{} freq {:>+7.0} delay {:>6}",
             self.offset_ns,
             self.state.code(),
-            self.freq_ppb,
+            -self.freq_ppb,
             self.delay_ns
         )
     }
@@ -206,5 +214,49 @@ impl<R: ReferenceClock + 'static> Discipline<R> {
             self
         })
         .map_err(|e| ClockError::io("starting the clock thread", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(offset_ns: i64, state: ServoState, freq_ppb: f64, delay_ns: u64) -> ClockReport {
+        ClockReport {
+            mono_ns: 0,
+            offset_ns,
+            freq_ppb,
+            delay_ns,
+            state,
+            error_estimate_ns: 0,
+            sample: OffsetSample::default(),
+        }
+    }
+
+    #[test]
+    fn phc2sys_line_has_phc2sys_sign_and_format() {
+        // Lines phc2sys's format string printed for the same updates (the
+        // C twin of harness::parity_loop, built on linuxptp's servo). A
+        // clock 12.3 ppm fast is slowed down: correction -12282 ppb,
+        // printed by phc2sys as +12282.
+        assert_eq!(
+            report(-23868, ServoState::Jump, -12282.0, 1234).phc2sys_line(),
+            "offset    -23868 s1 freq  +12282 delay   1234"
+        );
+        assert_eq!(
+            report(3, ServoState::Locked, -12315.9, 1234).phc2sys_line(),
+            "offset         3 s2 freq  +12316 delay   1234"
+        );
+        // Wider than the fields: nothing is cut.
+        assert_eq!(
+            report(-125956789, ServoState::Locked, 100_000_000.0, 5).phc2sys_line(),
+            "offset -125956789 s2 freq -100000000 delay      5"
+        );
+        // Before any estimate: phc2sys prints its servo's negated initial
+        // frequency, -0.
+        assert_eq!(
+            report(-30009, ServoState::Unlocked, 0.0, 1234).phc2sys_line(),
+            "offset    -30009 s0 freq      -0 delay   1234"
+        );
     }
 }

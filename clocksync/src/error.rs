@@ -33,6 +33,9 @@ pub enum ClockError {
     /// None of the offset ioctls works on this PHC.
     #[error("no PTP_SYS_OFFSET* ioctl works on {0}")]
     NoOffsetMethod(String),
+    /// The PHC reports no frequency adjustment range (`max_adj` 0).
+    #[error("{0} cannot be adjusted (its max_adj is 0)")]
+    NotAdjustable(String),
     /// A clock gave no usable reading (every bracket was inverted).
     #[error("{0} returned no valid reading")]
     NoReading(String),
@@ -73,6 +76,9 @@ pub enum MessageError {
     /// An unknown message kind.
     #[error("unknown kind {0}")]
     Kind(u8),
+    /// A key is set and the message carries no tag or a wrong one.
+    #[error("not authenticated with the exchange key")]
+    Unauthenticated,
 }
 
 impl ClockError {

@@ -10,9 +10,12 @@
 //! * [`source`]: the [`Clock`] / [`ReferenceClock`] traits
 //!   ([`source::traits`]), one file per source ([`source::system`],
 //!   [`source::phc`], [`source::sim`], [`source::exchange`]), and
-//!   [`SourceSpec`] ([`source::spec`]), the one place that knows them all.
+//!   [`SourceSpec`] ([`source::spec`]), the one place that knows them all;
+//!   [`source::oscillator`], a simulated separate machine's clock (tests).
 //! * [`servo`]: the algorithm trait, the state machine and factory, PI and
 //!   linreg: pure arithmetic.
+//! * [`limit`]: each clock's own frequency limit ([`FrequencyLimit`]), the
+//!   servo's default clamp.
 //! * [`global`]: the software clock with history, cheap to read.
 //! * [`discipline`]: source + servo + global clock, one `tick()` per update.
 //! * [`harness`]: simulation runs for tests and benchmarks; nothing in the
@@ -23,6 +26,7 @@ pub mod discipline;
 pub mod error;
 pub mod global;
 pub mod harness;
+pub mod limit;
 pub mod servo;
 pub mod source;
 pub mod worker;
@@ -34,8 +38,10 @@ pub use bracket::{measure_offset, now_ns, BracketSample, ClockId};
 pub use discipline::{ClockReport, Discipline};
 pub use error::{ClockError, MessageError};
 pub use global::{ClockSnapshot, Conversion, GlobalClock, GlobalClockConfig};
-pub use servo::{Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
+pub use limit::FrequencyLimit;
+pub use servo::{PiGains, Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
 pub use source::{
-    Clock, ErrorInjection, OffsetSample, ReferenceClock, SourceOptions, SourceSpec, SystemClock,
+    Clock, ErrorInjection, OffsetSample, Oscillator, OscillatorSpec, ReferenceClock, SourceOptions,
+    SourceSpec, SystemClock,
 };
 pub use worker::{StopFlag, Worker};

@@ -8,8 +8,8 @@ use clocksync::exchange::{
 };
 use clocksync::source::RealtimeToMono;
 use clocksync::{
-    measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, ReferenceClock,
-    Servo, ServoConfig, ServoKind, SystemClock, Worker,
+    measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, OscillatorSpec,
+    ReferenceClock, Servo, ServoConfig, ServoKind, SystemClock, Worker,
 };
 
 /// A responder on loopback; dropping it stops it.
@@ -124,6 +124,53 @@ fn disciplined_to_the_sink_through_the_exchange() {
 }
 
 #[test]
+fn an_oscillator_reaches_the_servo_through_the_exchange_and_is_learned() {
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+    let osc = OscillatorSpec::new(3_000_000, 50.0).start_now().unwrap();
+    let cfg = ExchangeConfig {
+        oscillator: Some(osc.clone()),
+        burst: 8,
+        ..Default::default()
+    };
+    let mut client = ExchangeClient::connect(r.addr, cfg).unwrap();
+    // The raw sample already carries the distortion: the exchange measures
+    // the sink's clock against this host's local (oscillator) time.
+    let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+    let s = client.sample().unwrap();
+    let seen = s.ref_minus_mono_ns() - truth.offset_ns();
+    assert!(
+        (seen + 3_000_000).abs() < 50_000,
+        "the exchange should see the local clock 3 ms ahead, saw {seen} ns"
+    );
+    let clock = GlobalClock::default();
+    let servo_cfg = ServoConfig {
+        interval_s: 0.05,
+        ..Default::default()
+    };
+    let mut d = Discipline::new(client, Servo::new(ServoKind::Pi, servo_cfg), clock.clone());
+    let mut last = None;
+    for _ in 0..30 {
+        last = Some(d.tick().unwrap());
+        d.wait(std::time::Duration::from_millis(50));
+    }
+    let last = last.unwrap();
+    assert!(last.state.is_locked(), "{last:?}");
+    // The local clock runs 50 ppm fast: the servo slows the map by about
+    // as much (still settling after 1.5 s at this interval; a cancelled
+    // distortion would leave it near 0).
+    assert!(
+        (last.freq_ppb + 50_000.0).abs() < 10_000.0,
+        "servo frequency {} ppb, expected about -50000",
+        last.freq_ppb
+    );
+    // A local reading converts to the true TAI instant.
+    let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+    let g = clock.to_global_ns(osc.local_ns(truth.base_ns)).unwrap() as i64;
+    let err = g - truth.target_ns as i64;
+    assert!(err.abs() < 50_000, "global clock off by {err} ns");
+}
+
+#[test]
 fn unsynced_responder_is_refused_and_missing_one_times_out() {
     let r = responder(GlobalClock::default(), StampMode::Kernel);
     let cfg = ExchangeConfig {
@@ -152,4 +199,108 @@ fn user_space_stamps_work_too() {
     let mut c = ExchangeClient::connect(r.addr, cfg).unwrap();
     let s = c.sample().unwrap();
     assert!(s.ref_minus_mono_ns().abs() < 1_000_000);
+}
+
+fn exchange_key(seed: u8) -> tracer_auth::MacKey {
+    tracer_auth::SharedKey::from_bytes(&[seed; 32])
+        .unwrap()
+        .mac_key(tracer_auth::Purpose::ClockExchange)
+}
+
+/// A responder answering with `clock`, tagging with `key` (none: untagged).
+fn keyed_responder(
+    clock: GlobalClock,
+    key: Option<tracer_auth::MacKey>,
+) -> (
+    std::net::SocketAddr,
+    Worker<Result<ExchangeStats, ClockError>>,
+) {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let worker = clocksync::exchange::Responder::new(sock, clock, StampMode::Kernel)
+        .unwrap()
+        .with_auth(key)
+        .spawn()
+        .unwrap();
+    (addr, worker)
+}
+
+#[test]
+fn keyed_exchange_works_and_forged_or_unkeyed_answers_are_refused() {
+    let cfg = |key: Option<tracer_auth::MacKey>| ExchangeConfig {
+        burst: 4,
+        timeout: std::time::Duration::from_millis(100),
+        auth: key,
+        ..Default::default()
+    };
+    // Same key on both sides: the exchange measures the true offset (0).
+    let (addr, worker) = keyed_responder(GlobalClock::fixed(0), Some(exchange_key(1)));
+    let mut c = ExchangeClient::connect(addr, cfg(Some(exchange_key(1)))).unwrap();
+    let s = c.sample().unwrap();
+    assert!(s.ref_minus_mono_ns().abs() < 1_000_000, "{s:?}");
+    assert_eq!(c.stats().unauthenticated, 0);
+    // A client without the key is not answered.
+    let mut plain = ExchangeClient::connect(addr, cfg(None)).unwrap();
+    assert!(plain.sample().is_err());
+    let stats = worker.finish().unwrap().unwrap();
+    assert!(stats.completed >= 4, "{stats:?}");
+    assert!(
+        stats.unauthenticated >= 4,
+        "unkeyed requests counted: {stats:?}"
+    );
+
+    // A responder with another key ignores the client (and counts it).
+    let (addr, worker) = keyed_responder(GlobalClock::fixed(0), Some(exchange_key(2)));
+    let mut c = ExchangeClient::connect(addr, cfg(Some(exchange_key(1)))).unwrap();
+    assert!(c.sample().is_err());
+    let stats = worker.finish().unwrap().unwrap();
+    assert!(stats.unauthenticated >= 4, "{stats:?}");
+    assert_eq!(stats.completed, 0);
+
+    // Forgers answering every request one second off, untagged or tagged
+    // with another key: taken, they would shift the client's clock by 1 s.
+    for forger_key in [None, Some(exchange_key(2))] {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = sock.local_addr().unwrap();
+        sock.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+            .unwrap();
+        let forger = std::thread::spawn(move || {
+            use clocksync::exchange::{Kind, Message, FLAG_SYNCED};
+            let mut buf = [0u8; 128];
+            let mut answered = 0;
+            while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                let Ok(m) = Message::open(&buf[..n], None) else {
+                    continue;
+                };
+                if m.kind != Kind::Request {
+                    continue;
+                }
+                let now = clocksync::now_ns(ClockId::Monotonic).unwrap();
+                for kind in [Kind::Response, Kind::FollowUp] {
+                    let reply = Message {
+                        kind,
+                        flags: FLAG_SYNCED,
+                        seq: m.seq,
+                        t_ns: now + 1_000_000_000,
+                        state: 2,
+                        error_estimate_ns: 1,
+                    };
+                    sock.send_to(reply.seal(forger_key.as_ref()).as_bytes(), from)
+                        .unwrap();
+                }
+                answered += 1;
+            }
+            answered
+        });
+        let mut c = ExchangeClient::connect(addr, cfg(Some(exchange_key(1)))).unwrap();
+        let e = c.sample().unwrap_err();
+        assert!(e.to_string().contains("authenticated answer"), "{e}");
+        assert_eq!(c.stats().completed, 0);
+        assert!(
+            c.stats().unauthenticated >= 8,
+            "forged answers are counted: {:?}",
+            c.stats()
+        );
+        assert!(forger.join().unwrap() >= 4, "the forger did answer");
+    }
 }

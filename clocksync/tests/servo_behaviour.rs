@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use clocksync::harness::{simulate, summarize};
 use clocksync::sim::{SimConfig, SimPhc};
-use clocksync::{Discipline, GlobalClock, Servo, ServoConfig, ServoKind, ServoState};
+use clocksync::{
+    Discipline, FrequencyLimit, GlobalClock, PiGains, Servo, ServoConfig, ServoKind, ServoState,
+};
 
 const KINDS: [ServoKind; 2] = [ServoKind::Pi, ServoKind::LinReg];
 
@@ -30,8 +32,9 @@ fn converges_from_100_ppm() {
 
 #[test]
 fn converges_from_minus_100_ppm_with_software_gains() {
-    // linuxptp's software gains (kp 0.1, ki 0.001) are slow but must get there.
+    // ptp4l's software gains (kp 0.1, ki 0.001) are slow but must get there.
     let cfg = ServoConfig {
+        pi_gains: PiGains::PTP4L,
         hardware_timestamps: false,
         ..Default::default()
     };
@@ -57,6 +60,33 @@ fn tracks_frequency_wander() {
         let s = summarize(&tail, u64::MAX);
         assert!(s.rms_ns < 100.0, "{kind:?}: rms {} under wander", s.rms_ns);
     }
+}
+
+#[test]
+fn the_clamp_follows_the_simulated_phcs_own_limit() {
+    // 800 ppm is beyond what the simulated PHC reports (FrequencyLimit):
+    // the servo saturates at exactly that limit instead of locking.
+    let limit = SimPhc::new(SimConfig::default()).max_freq_ppb().unwrap();
+    assert!(limit < 800_000.0);
+    let sim = SimConfig {
+        freq_error_ppm: 800.0,
+        wander_ppb: 0.0,
+        ..Default::default()
+    };
+    let steps = simulate(sim.clone(), ServoKind::Pi, ServoConfig::default(), 30);
+    assert!(
+        steps[2..].iter().all(|s| s.report.freq_ppb == limit),
+        "{:?}",
+        steps.iter().map(|s| s.report.freq_ppb).collect::<Vec<_>>()
+    );
+    // Told of a clock that takes 1000 ppm, the same servo locks.
+    let cfg = ServoConfig {
+        clock_max_freq_ppb: Some(1_000_000.0),
+        ..Default::default()
+    };
+    let steps = simulate(sim, ServoKind::Pi, cfg, 30);
+    assert!((steps[29].report.freq_ppb - 800_000.0).abs() < 100.0);
+    assert!(steps[29].true_error_ns.abs() < 1_000);
 }
 
 fn run(d: &mut Discipline<SimPhc>, n: usize) -> Vec<ServoState> {

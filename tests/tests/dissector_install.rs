@@ -65,7 +65,11 @@ fn installed_plugin_lists_every_field() {
     assert!(listed.contains("nettrace.unknown_kind"), "experts listed");
 
     let prefs = report(&tshark, home.path(), "defaultprefs");
-    for p in ["#nettrace.udp_port: 7420", "#nettrace.ip_stats: TRUE"] {
+    for p in [
+        "#nettrace.udp_port: 7420",
+        "#nettrace.ip_stats: TRUE",
+        "#nettrace.peer_links: TRUE",
+    ] {
         assert!(prefs.lines().any(|l| l == p), "{p} in -G defaultprefs");
     }
 }

@@ -22,6 +22,7 @@ const EXPERT_ERRORS: &[&str] = &[
     "nettrace.bad_magic",
     "nettrace.bad_version",
     "nettrace.bad_header_len",
+    "nettrace.bad_flags",
     "nettrace.bad_hostname",
     "nettrace.truncated_record",
     "nettrace.event_count_mismatch",
@@ -185,7 +186,7 @@ fn malformed_datagrams() {
     };
     let ev = events();
     let agent = &ev[0].agent;
-    let hl = 61 + agent.host.len();
+    let hl = tracer_codec::HEADER_FIXED_LEN + agent.host.len();
     let good = datagram(agent, 0, 0, &ev[..3]);
     let mut cases: Vec<(Vec<u8>, Flags)> = vec![(good.clone(), &[])];
 
@@ -193,8 +194,16 @@ fn malformed_datagrams() {
     b[0..4].copy_from_slice(b"NTRX");
     cases.push((b, &["nettrace.bad_magic"]));
     let mut b = good.clone();
-    set_u16(&mut b, 4, 2);
+    set_u16(&mut b, 4, 3);
     cases.push((b, &["nettrace.bad_version"]));
+    let mut b = good.clone();
+    b[61] = 0x40; // a flag this build does not know
+    cases.push((b, &["nettrace.bad_flags"]));
+    // The MAC flag on a datagram too short to hold a MAC after its header.
+    let mut b = good[..hl].to_vec();
+    set_u16(&mut b, 58, 0);
+    b[61] = 1;
+    cases.push((b, &["nettrace.bad_header_len"]));
     let mut b = good.clone();
     set_u16(&mut b, 58, 4);
     cases.push((b, &["nettrace.event_count_mismatch"]));
@@ -207,12 +216,13 @@ fn malformed_datagrams() {
     set_u16(&mut b, 6, u16::MAX);
     cases.push((b, &["nettrace.bad_header_len"]));
     let mut b = good.clone();
-    set_u16(&mut b, 6, 61);
+    set_u16(&mut b, 6, tracer_codec::HEADER_FIXED_LEN as u16);
     cases.push((b, &["nettrace.bad_header_len"]));
     // A 70-byte host name, consistently framed, is still too long.
-    let mut b = good[..60].to_vec();
-    set_u16(&mut b, 6, 61 + 70);
-    b.push(70);
+    let fixed = tracer_codec::HEADER_FIXED_LEN;
+    let mut b = good[..fixed].to_vec();
+    set_u16(&mut b, 6, (fixed + 70) as u16);
+    b[60] = 70;
     b.extend_from_slice(&[b'h'; 70]);
     b.extend_from_slice(&good[hl..]);
     cases.push((b, &["nettrace.bad_hostname"]));
@@ -348,7 +358,7 @@ fn malformed_clock_datagrams() {
     let tx = events();
     let clocks = clock_events();
     let agent = &tx[0].agent;
-    let hl = 61 + agent.host.len();
+    let hl = tracer_codec::HEADER_FIXED_LEN + agent.host.len();
     // TX, CLOCK, TX, CLOCK (the second clock update carries newer fields).
     let mixed = [
         tx[0].clone(),

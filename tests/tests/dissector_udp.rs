@@ -32,6 +32,10 @@ const DGRAM_FIELDS: &[&str] = &[
     "nettrace.dgram.event_count",
     "nettrace.host_len",
     "nettrace.host",
+    "nettrace.dgram.flags",
+    "nettrace.dgram.flags.mac",
+    "nettrace.dgram.incarnation",
+    "nettrace.dgram.mac",
     "nettrace.kind",
     "nettrace.len",
     "nettrace.event_seq",
@@ -105,11 +109,17 @@ fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
     };
     eq("_ws.col.Protocol", "NETTRACE".into());
     eq("nettrace.magic", "NTRC".into());
-    eq("nettrace.dgram.version", "1".into());
+    eq("nettrace.dgram.version", "2".into());
     eq(
         "nettrace.dgram.header_len",
-        (61 + d.agent.host.len()).to_string(),
+        (tracer_codec::HEADER_FIXED_LEN + d.agent.host.len()).to_string(),
     );
+    eq("nettrace.dgram.flags", "0x00".into());
+    eq(
+        "nettrace.dgram.incarnation",
+        format!("0x{INCARNATION:016x}"),
+    );
+    assert!(!row.has("nettrace.dgram.mac"), "{what}: untagged");
     eq("nettrace.agent_id", format!("0x{:016x}", d.agent.agent_id));
     eq("nettrace.dgram.boot_id", boot_id_text(&d.agent.boot_id));
     eq("nettrace.dgram.seq", d.seq.to_string());
@@ -284,4 +294,120 @@ fn udp_decode_as() {
     // Decode As on the other port: every frame is decoded.
     let q = Query::default().decode_as(&format!("udp.port=={OTHER_PORT},nettrace"));
     check_file(&decode(&tshark, &file, &q), &dgrams, true);
+}
+
+/// A tagged datagram shows its MAC and decodes its records as an untagged
+/// one does; a version-1 datagram (an agent of an older build) decodes
+/// without flags, incarnation or MAC.
+#[test]
+fn udp_tagged_and_version_1_datagrams() {
+    let Some(tshark) = Tshark::or_skip("udp_tagged_and_version_1_datagrams") else {
+        return;
+    };
+    let key = tracer_auth::SharedKey::from_bytes(&[9; 32])
+        .unwrap()
+        .mac_key(tracer_auth::Purpose::Datagram);
+    let dg = &dgrams()[0];
+    let plain = datagram(&dg.agent, dg.seq, dg.lost_events, &dg.events);
+    let tagged = datagram_with(
+        &dg.agent,
+        dg.seq,
+        dg.lost_events,
+        &dg.events,
+        tracer_codec::WIRE_VERSION,
+        Some(&key),
+    );
+    let v1 = datagram_with(
+        &dg.agent,
+        dg.seq,
+        dg.lost_events,
+        &dg.events,
+        tracer_codec::WIRE_VERSION_1,
+        None,
+    );
+    assert_eq!(tagged.len(), plain.len() + tracer_codec::MAC_LEN);
+    // The sink's acknowledgement to the agent comes from the same port.
+    let ack = tracer_codec::Ack {
+        sink_instance: 0xabcd,
+        ack_seq: 3,
+        agent_id: dg.agent.agent_id,
+        boot_id: dg.agent.boot_id,
+        incarnation: INCARNATION,
+        preceding_events: 1000,
+        delivered_events: 250,
+        lost_events: 7,
+        received_events: 260,
+    }
+    .encode_with_mac(|d| key.tag(d));
+    let tag = &tagged[tagged.len() - tracer_codec::MAC_LEN..];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tagged.pcapng");
+    let frames: Vec<Frame> = [&plain, &tagged, &v1, &ack]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Frame {
+            interface: 0,
+            time_ns: T0 + i as u64 * 1000,
+            data: ethernet_udp(d, DEFAULT_PORT),
+        })
+        .collect();
+    write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
+    let rows = decode(&tshark, &file, &Query::default());
+    assert_eq!(rows.len(), 4);
+    let (plain_row, tagged_row, v1_row) = (&rows[0], &rows[1], &rows[2]);
+    assert_eq!(tagged_row.one("nettrace.dgram.flags"), "0x01");
+    assert_eq!(tagged_row.one("nettrace.dgram.flags.mac"), "1");
+    assert_eq!(tagged_row.one("nettrace.dgram.mac"), hex(tag));
+    // The records read the same with and without the MAC after them.
+    for f in [
+        "nettrace.kind",
+        "nettrace.len",
+        "nettrace.event_seq",
+        "_ws.col.Info",
+    ] {
+        assert_eq!(tagged_row.all(f), plain_row.all(f), "{f}");
+    }
+    assert_eq!(v1_row.one("nettrace.dgram.version"), "1");
+    assert_eq!(
+        v1_row.one("nettrace.dgram.header_len"),
+        (tracer_codec::HEADER_FIXED_LEN_V1 + dg.agent.host.len()).to_string()
+    );
+    assert!(!v1_row.has("nettrace.dgram.incarnation"));
+    assert!(!v1_row.has("nettrace.dgram.mac"));
+    assert_eq!(v1_row.all("nettrace.kind"), plain_row.all("nettrace.kind"));
+    assert_eq!(v1_row.one("nettrace.host"), dg.agent.host);
+    // The acknowledgement is shown as one, not as a malformed datagram
+    // (`fields` fails on any expert error).
+    let ack_rows = tshark
+        .fields(
+            &file,
+            &[
+                "frame.number",
+                "nettrace.ack.sink_instance",
+                "nettrace.ack.preceding_events",
+                "nettrace.ack.delivered_events",
+                "nettrace.ack.lost_events",
+                "nettrace.ack.received_events",
+                "nettrace.dgram.incarnation",
+                "nettrace.ack.mac",
+                "_ws.col.Info",
+            ],
+            &Query::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a = &ack_rows[3];
+    assert_eq!(a.one("nettrace.ack.sink_instance"), "0x000000000000abcd");
+    assert_eq!(a.one("nettrace.ack.preceding_events"), "1000");
+    assert_eq!(a.one("nettrace.ack.delivered_events"), "250");
+    assert_eq!(a.one("nettrace.ack.lost_events"), "7");
+    assert_eq!(a.one("nettrace.ack.received_events"), "260");
+    assert_eq!(
+        a.one("nettrace.dgram.incarnation"),
+        format!("0x{INCARNATION:016x}")
+    );
+    assert_eq!(
+        a.one("nettrace.ack.mac"),
+        hex(&ack[ack.len() - tracer_codec::MAC_LEN..])
+    );
+    assert!(a.one("_ws.col.Info").starts_with("ack agent="), "{a:?}");
 }

@@ -2,15 +2,22 @@
 //! software clock (CLOCK_MONOTONIC -> TAI-scale ns) locked to the chosen
 //! reference; the main loop converts event stamps through a snapshot taken
 //! once per drain, and ships each clock update as a clock event.
+//!
+//! With `--simulate-oscillator` (testing) this host's clock is a simulated
+//! oscillator: [`LocalTime`] turns every raw kernel stamp into what that
+//! clock reads, the clock sources read through it too, and the true stamps
+//! go only to the optional truth log, never on the wire.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clocksync::{
     measure_offset, ClockError, ClockId, ClockReport, ClockSnapshot, Discipline, ErrorInjection,
-    GlobalClock, ReferenceClock, Servo, ServoConfig, ServoKind, ServoState, SourceOptions,
-    SourceSpec, Worker,
+    FrequencyLimit, GlobalClock, Oscillator, OscillatorSpec, ReferenceClock, Servo, ServoConfig,
+    ServoKind, ServoState, SourceOptions, SourceSpec, Worker,
 };
 use tracer_codec::{ClockEvent, ClockSource, ClockState};
 
@@ -53,6 +60,147 @@ pub struct ClockConfig {
     /// With [`SourceSpec::Sink`]: stamp the exchange with this interface's
     /// NIC hardware stamps.
     pub hw_iface: Option<String>,
+    /// Testing only: this host's clock is this simulated oscillator.
+    pub oscillator: Option<OscillatorSpec>,
+    /// Testing only, with `oscillator`: write every converted stamp's local
+    /// and true value to this file.
+    pub truth_log: Option<PathBuf>,
+    /// With [`SourceSpec::Sink`]: authenticate the exchange with this key
+    /// (from `--key-file`).
+    pub auth: Option<tracer_auth::MacKey>,
+}
+
+/// Why the clock could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ClockSetupError {
+    /// The source or its discipline thread failed.
+    #[error(transparent)]
+    Clock(#[from] ClockError),
+    /// The truth log could not be created.
+    #[error("creating the oscillator truth log {path}")]
+    TruthLog {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Raw kernel stamps as this host's clock reads them: unchanged, or through
+/// the simulated oscillator (each pair then goes to the truth log, if any).
+pub struct LocalTime {
+    osc: Option<Oscillator>,
+    truth: Option<TruthLog>,
+}
+
+impl LocalTime {
+    /// Stamps read as they are.
+    pub fn real() -> Self {
+        LocalTime {
+            osc: None,
+            truth: None,
+        }
+    }
+
+    /// Stamps read through `osc`, logged to `truth` if given.
+    pub fn simulated(osc: Oscillator, truth: Option<&Path>) -> std::io::Result<Self> {
+        let truth = truth.map(|p| TruthLog::create(p, &osc)).transpose()?;
+        Ok(LocalTime {
+            osc: Some(osc),
+            truth,
+        })
+    }
+
+    /// The oscillator, if simulated.
+    pub fn oscillator(&self) -> Option<&Oscillator> {
+        self.osc.as_ref()
+    }
+
+    /// A raw CLOCK_MONOTONIC stamp as this host's clock reads it.
+    #[inline]
+    pub fn mono(&mut self, raw_ns: u64) -> u64 {
+        match &self.osc {
+            None => raw_ns,
+            Some(o) => {
+                let local = o.local_ns(raw_ns);
+                if let Some(t) = self.truth.as_mut() {
+                    t.record('m', local, raw_ns);
+                }
+                local
+            }
+        }
+    }
+
+    /// A raw CLOCK_REALTIME stamp as this host's realtime clock reads it,
+    /// given the kernel's `realtime - monotonic` now.
+    #[inline]
+    pub fn realtime(&mut self, raw_ns: u64, realtime_minus_mono_ns: i64) -> u64 {
+        match &self.osc {
+            None => raw_ns,
+            Some(o) => {
+                let local = o.local_realtime_ns(raw_ns, realtime_minus_mono_ns);
+                if let Some(t) = self.truth.as_mut() {
+                    t.record('r', local, raw_ns);
+                }
+                local
+            }
+        }
+    }
+
+    /// Write out what the truth log buffered.
+    pub fn flush(&mut self) {
+        if let Some(t) = self.truth.as_mut() {
+            t.flush();
+        }
+    }
+}
+
+/// The truth log: one line per converted stamp, `m|r LOCAL TRUE` (m: a
+/// CLOCK_MONOTONIC stamp, r: a CLOCK_REALTIME one; ns), after `#` header
+/// lines. A reader joins it with the trace on the local stamp.
+struct TruthLog {
+    out: std::io::BufWriter<std::fs::File>,
+    path: PathBuf,
+    failed: bool,
+}
+
+impl TruthLog {
+    fn create(path: &Path, osc: &Oscillator) -> std::io::Result<Self> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(
+            out,
+            "# nettrace oscillator truth: kind local_ns true_ns\n# oscillator {} start_mono_ns {}",
+            osc.spec(),
+            osc.start_mono_ns()
+        )?;
+        Ok(TruthLog {
+            out,
+            path: path.to_owned(),
+            failed: false,
+        })
+    }
+
+    fn record(&mut self, kind: char, local: u64, truth: u64) {
+        if !self.failed {
+            let r = writeln!(self.out, "{kind} {local} {truth}");
+            self.check(r);
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.failed {
+            let r = self.out.flush();
+            self.check(r);
+        }
+    }
+
+    fn check(&mut self, r: std::io::Result<()>) {
+        if let Err(e) = r {
+            self.failed = true;
+            tracing::warn!(path = %self.path.display(), error = %e,
+                "writing the oscillator truth log failed; it stops here");
+        }
+    }
 }
 
 /// Running clock: discipline thread + the shared global clock.
@@ -78,7 +226,8 @@ pub struct Converter {
 }
 
 impl Converter {
-    /// Global ns of a raw monotonic stamp. Before the first sample the
+    /// Global ns of a monotonic stamp as this host reads it (see
+    /// [`LocalTime::mono`]). Before the first sample the
     /// clock is UNLOCKED and this host's (possibly injected) TAI stands in.
     #[inline]
     pub fn to_global_ns(&self, mono_ns: u64) -> u64 {
@@ -93,17 +242,43 @@ impl Converter {
 }
 
 impl AgentClock {
-    /// Open the reference and start disciplining.
-    pub fn start(cfg: &ClockConfig) -> Result<Self, ClockError> {
+    /// Open the reference and start disciplining. Returns the clock and
+    /// how this host reads raw stamps.
+    pub fn start(cfg: &ClockConfig) -> Result<(Self, LocalTime), ClockSetupError> {
         let injection = ErrorInjection::nonzero(cfg.inject_offset_ns, cfg.inject_drift_ppm)?;
+        let oscillator = cfg.oscillator.map(OscillatorSpec::start_now).transpose()?;
+        let local = match &oscillator {
+            None => LocalTime::real(),
+            Some(o) => {
+                tracing::warn!(oscillator = %o.spec(), truth_log = ?cfg.truth_log,
+                    "TESTING: this host's clock is a simulated oscillator \
+                     (offset_ns,drift_ppm,wander_ppb_per_s,noise_ns,seed)");
+                let path = cfg.truth_log.as_deref();
+                LocalTime::simulated(o.clone(), path).map_err(|source| {
+                    ClockSetupError::TruthLog {
+                        path: path.unwrap_or(Path::new("")).to_owned(),
+                        source,
+                    }
+                })?
+            }
+        };
         let source = cfg.choice.open(&SourceOptions {
             injection,
+            oscillator,
             reads: 0,
             hw_iface: cfg.hw_iface.clone(),
+            auth: cfg.auth.clone(),
         })?;
+        // As phc2sys does: the servo's clamp follows the clock's own limit.
+        let clock_max_freq_ppb = cfg
+            .choice
+            .max_freq_ppb()
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot read the clock's frequency limit; using the servo's fallback"))
+            .ok();
         let servo_cfg = ServoConfig {
             interval_s: cfg.interval.as_secs_f64(),
             hardware_timestamps: source.hardware_stamped(),
+            clock_max_freq_ppb,
             ..Default::default()
         };
         let global = GlobalClock::default();
@@ -112,8 +287,10 @@ impl AgentClock {
         let worker = discipline.spawn(cfg.interval, move |r| {
             let _ = tx.send(r);
         })?;
+        // TAI - MONO is the same on an oscillator (both clocks share it),
+        // so the fallback applies to local stamps unchanged.
         let fallback_offset_ns = measure_offset(ClockId::Monotonic, ClockId::Tai, 16)?.offset_ns();
-        Ok(AgentClock {
+        let clock = AgentClock {
             global,
             source: wire_source(&cfg.choice),
             reports,
@@ -121,7 +298,8 @@ impl AgentClock {
             fallback_offset_ns,
             injection,
             failures: 0,
-        })
+        };
+        Ok((clock, local))
     }
 
     /// Source advertised on the wire.
@@ -201,6 +379,31 @@ mod tests {
             assert_eq!(wire_locked, s.is_locked(), "{s:?}");
         }
         assert_eq!(clock_state(None), ClockState::Unlocked);
+    }
+
+    #[test]
+    fn local_time_reads_through_the_oscillator_and_logs_the_truth() {
+        let mut real = LocalTime::real();
+        assert_eq!((real.mono(5), real.realtime(9, 4)), (5, 9));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("truth");
+        let osc = OscillatorSpec::new(3_000_000, 50.0).start_at(1_000_000_000);
+        let mut local = LocalTime::simulated(osc, Some(&path)).unwrap();
+        // Two seconds in: 3 ms + 100 µs ahead.
+        assert_eq!(local.mono(3_000_000_000), 3_003_100_000);
+        // REALTIME = MONOTONIC + 10 s here: same instant, same error.
+        assert_eq!(
+            local.realtime(13_000_000_000, 10_000_000_000),
+            13_003_100_000
+        );
+        local.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            ["m 3003100000 3000000000", "r 13003100000 13000000000"]
+        );
+        assert!(text.contains("# oscillator 3000000,50,0,0,1 start_mono_ns 1000000000"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! tracer-agent: loads the BPF probes, converts kernel stamps to the
 //! global clock, batches events into datagrams and sends them to a sink.
 
+pub mod acks;
 pub mod clock;
 pub mod filter;
 pub mod pipeline;

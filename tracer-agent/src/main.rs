@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use clocksync::{ServoKind, SourceSpec};
+use clocksync::{OscillatorSpec, ServoKind, SourceSpec};
 use tracer_agent::clock::ClockConfig;
 use tracer_agent::filter::FlowFilter;
 use tracer_agent::pipeline::AgentIdentity;
 use tracer_agent::probes::{
     in_registry_order, known_probe_names, probe_by_name, probes_help, ProbeSpec,
 };
-use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, NetnsFilter};
+use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, AgentKeys, NetnsFilter};
 
 /// nettrace agent: capture kernel network events with eBPF probes and send
 /// them to a tracer-sink, every stamp converted to the global time axis.
@@ -43,6 +43,8 @@ Examples:
   tracer-agent --sink 10.0.0.2:7420 --probes tx,rx
   nsenter --net=/run/netns/client tracer-agent --sink 10.0.0.2:7420 --hostname client
   tracer-agent --sink 10.0.0.2:7420 --clock sink    # follow the sink's clock
+  tracer-agent --sink 10.0.0.2:7420 --clock sink --simulate-oscillator 3000000,50
+      # testing: this host's clock 3 ms ahead and 50 ppm fast; the sync must learn it
 
 (`ip netns exec` remounts /sys and hides the cgroup v2 mount: use nsenter.)
 
@@ -200,6 +202,56 @@ struct Cli {
     )]
     inject_clock_drift_ppm: f64,
 
+    /// TESTING / DEMO ONLY: behave as a separate machine whose clock is a
+    /// simulated oscillator, so hosts that are namespaces of one kernel
+    /// (sharing one clock) get clocks that really differ. SPEC is
+    /// `offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]`: the local
+    /// clock reads `t + offset + drift·elapsed + ∫wander + noise` at true
+    /// CLOCK_MONOTONIC t; the wander is a seeded random walk of the
+    /// frequency (a Gaussian step of wander_ppb_per_s each second, bounded
+    /// at 60 steps), the noise is white, drawn per reading (default seed 1).
+    /// Every stamp the agent sees goes through it: the probes' raw stamps
+    /// (sent on the wire as this clock read them), skb RX stamps, the clock
+    /// exchange's kernel stamps and the clock sources' readings. So
+    /// `--clock system` is off by the distortion and `--clock sink` must
+    /// learn it. Unlike --inject-clock-*, it moves CLOCK_MONOTONIC too.
+    /// See docs/clock-model.md.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        help_heading = "Testing options",
+        allow_hyphen_values = true
+    )]
+    simulate_oscillator: Option<OscillatorSpec>,
+
+    /// TESTING ONLY, with --simulate-oscillator: write every event stamp's
+    /// local (as sent) and true value to FILE, one `m|r LOCAL TRUE` line
+    /// each (m: CLOCK_MONOTONIC, r: CLOCK_REALTIME), to measure the events'
+    /// true error. The truth never goes on the wire.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Testing options",
+        requires = "simulate_oscillator"
+    )]
+    oscillator_truth: Option<PathBuf>,
+
+    /// The deployment's shared key file (the same file on every agent and
+    /// the sink; make one with `head -c 32 /dev/urandom > nettrace.key &&
+    /// chmod 600 nettrace.key`). Every datagram then carries a 16-byte tag
+    /// (HMAC-SHA256-128) that a sink with the same key checks, only tagged
+    /// acknowledgements from the sink are taken, and with `--clock sink` the
+    /// clock exchange is tagged too (a forged answer would shift this host's
+    /// clock). The file must be private to its owner (mode 0600 or 0400);
+    /// the key is never printed.
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<PathBuf>,
+
+    /// At exit, wait up to SECS for the sink to confirm that the last
+    /// events reached its file (only if it acknowledged anything before).
+    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
+    ack_wait: f64,
+
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
     btf: PathBuf,
@@ -353,6 +405,13 @@ fn real_main() -> anyhow::Result<()> {
             SourceSpec::Sink(SocketAddr::new(cli.sink.ip(), port))
         }
     };
+    if !(cli.ack_wait >= 0.0 && cli.ack_wait.is_finite()) {
+        bail!("--ack-wait must be a number of seconds, 0 or more");
+    }
+    let key = match &cli.key_file {
+        Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
+        None => None,
+    };
     install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
     let stop = &STOP;
     let cfg = AgentConfig {
@@ -384,7 +443,10 @@ fn real_main() -> anyhow::Result<()> {
                     h
                 }
             },
+            incarnation: AgentIdentity::new_incarnation(),
         },
+        keys: key.as_ref().map(AgentKeys::from_shared),
+        ack_wait: Duration::from_secs_f64(cli.ack_wait),
         max_payload: cli.max_datagram.map(|n| n as usize),
         flush_after: Duration::from_millis(cli.flush_ms),
         poll_interval: Duration::from_millis(cli.poll_ms.max(1)),
@@ -398,6 +460,11 @@ fn real_main() -> anyhow::Result<()> {
             inject_offset_ns: cli.inject_clock_offset_ns,
             inject_drift_ppm: cli.inject_clock_drift_ppm,
             hw_iface: cli.clock_hw_iface,
+            oscillator: cli.simulate_oscillator,
+            truth_log: cli.oscillator_truth,
+            auth: key
+                .as_ref()
+                .map(|k| k.mac_key(tracer_auth::Purpose::ClockExchange)),
         },
     };
     let stats = run(&cfg, stop)?;
@@ -492,6 +559,28 @@ mod tests {
         for bad in ["255", "65508", "0"] {
             assert!(parse(&["--max-datagram", bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn simulate_oscillator_is_parsed_and_documented() {
+        assert!(parse(&[]).unwrap().simulate_oscillator.is_none());
+        let c = parse(&["--simulate-oscillator", "-2000000,-30,5,20"]).unwrap();
+        let o = c.simulate_oscillator.unwrap();
+        assert_eq!(
+            (o.offset_ns, o.drift_ppm, o.noise_ns),
+            (-2_000_000, -30.0, 20.0)
+        );
+        let e = parse(&["--simulate-oscillator", "1,5000"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(e.to_string().contains("drift_ppm"), "{e}");
+        // The truth log needs an oscillator.
+        let e = parse(&["--oscillator-truth", "/tmp/x"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        let help = Cli::command().render_long_help().to_string();
+        assert!(
+            help.contains("offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]"),
+            "{help}"
+        );
     }
 
     #[test]

@@ -1,15 +1,23 @@
 //! Batching: events in, datagrams out. Keeps the per-agent sequence
-//! numbers the sink uses to detect loss.
+//! numbers the sink uses to detect loss, tags datagrams when a key is set,
+//! and takes the sink's acknowledgements to tell delivered events from
+//! unconfirmed ones.
 
 use std::time::{Duration, Instant};
 
+use tracer_auth::MacKey;
 use tracer_codec::{
     ClockEvent, ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WireEvent,
-    WIRE_VERSION,
+    ACK_LEN, MAC_LEN, WIRE_VERSION,
 };
 
+use crate::acks::{AckReject, AckTracker};
 use crate::sender::Transport;
 use crate::stats::AgentStats;
+
+/// Without an acknowledgement for this long (after having had some), the
+/// agent warns that the sink stopped confirming.
+const ACK_SILENCE_WARNING: Duration = Duration::from_secs(5);
 
 /// Identity stamped on every datagram.
 #[derive(Debug, Clone)]
@@ -20,6 +28,16 @@ pub struct AgentIdentity {
     pub boot_id: [u8; 16],
     /// Name of this host in the trace.
     pub hostname: String,
+    /// Random per process start, never 0: tells this run from an earlier
+    /// one with the same `agent_id`.
+    pub incarnation: u64,
+}
+
+impl AgentIdentity {
+    /// A fresh random incarnation id (never 0, which means "version 1").
+    pub fn new_incarnation() -> u64 {
+        rand::random::<u64>() | 1
+    }
 }
 
 /// Builds datagrams from events and hands them to a transport.
@@ -33,6 +51,14 @@ pub struct Pipeline<T: Transport> {
     flush_after: Duration,
     /// `lost_events` as last sent: a change is sent even with no events.
     sent_lost: u64,
+    /// Tags datagrams when set.
+    key: Option<MacKey>,
+    hostname: String,
+    max_payload: usize,
+    acks: AckTracker,
+    /// Whether the warning about acks that stopped was given for the
+    /// current silence.
+    silence_warned: bool,
     /// Counters, shared with the stats printer.
     pub stats: AgentStats,
 }
@@ -59,6 +85,8 @@ impl<T: Transport> Pipeline<T> {
                 clock_source: ClockSource::System as u8,
                 clock_state: ClockState::Unlocked as u8,
                 event_count: 0,
+                flags: 0,
+                incarnation: id.incarnation,
                 hostname: id.hostname.clone(),
             },
             next_seq: 0,
@@ -66,8 +94,27 @@ impl<T: Transport> Pipeline<T> {
             pending_since: None,
             flush_after,
             sent_lost: 0,
+            key: None,
+            hostname: id.hostname.clone(),
+            max_payload,
+            acks: AckTracker::new(id.agent_id, id.boot_id, id.incarnation, None),
+            silence_warned: false,
             stats: AgentStats::default(),
         }
+    }
+
+    /// Tag every datagram with `datagram` and take only acknowledgements
+    /// tagged with `ack`. Call before the first event.
+    pub fn with_keys(mut self, datagram: MacKey, ack: MacKey) -> Self {
+        self.builder = DatagramBuilder::new(&self.hostname, self.max_payload).with_mac_room();
+        self.key = Some(datagram);
+        self.acks = AckTracker::new(
+            self.header.agent_id,
+            self.header.boot_id,
+            self.header.incarnation,
+            Some(ack),
+        );
+        self
     }
 
     /// Set the clock fields of the next datagrams.
@@ -126,6 +173,89 @@ impl<T: Transport> Pipeline<T> {
         if due || (self.builder.is_empty() && self.header.lost_events != self.sent_lost) {
             self.send_datagram();
         }
+        self.poll_acks(now);
+    }
+
+    /// Read every acknowledgement queued on the socket and refresh the
+    /// delivery counters.
+    pub fn poll_acks(&mut self, now: Instant) {
+        let mut buf = [0u8; ACK_LEN + MAC_LEN + 64];
+        loop {
+            match self.transport.recv(&mut buf) {
+                Ok(Some(n)) => match self.acks.on_datagram(&buf[..n], now) {
+                    Ok(()) => {
+                        self.stats.acks += 1;
+                        self.silence_warned = false;
+                    }
+                    Err(why) => {
+                        if self.stats.acks_rejected == 0 {
+                            let hint = match why {
+                                AckReject::Unauthenticated => "it is not tagged with this agent's --key-file: does the sink use the same key?",
+                                AckReject::NotOurs => "it is for another agent or an earlier run",
+                                AckReject::Malformed => "it is not an acknowledgement",
+                            };
+                            tracing::warn!(reason = ?why, "ignored a datagram from the sink's address: {hint}");
+                        }
+                        self.stats.acks_rejected += 1;
+                    }
+                },
+                Ok(None) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    // ICMP port unreachable: nothing listens at the sink's
+                    // address, so what was just sent is in no file.
+                    if self.stats.sink_unreachable == 0
+                        || self.stats.sink_unreachable.is_power_of_two()
+                    {
+                        tracing::warn!(times = self.stats.sink_unreachable + 1,
+                            "the sink's port is closed (ICMP port unreachable): is tracer-sink running? \
+                             Events sent meanwhile stay unconfirmed");
+                    }
+                    self.stats.sink_unreachable += 1;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading acknowledgements");
+                    break;
+                }
+            }
+        }
+        if let Some(last) = self.acks.last_ack {
+            if !self.silence_warned && now.saturating_duration_since(last) >= ACK_SILENCE_WARNING {
+                self.silence_warned = true;
+                tracing::warn!(silent_s = now.saturating_duration_since(last).as_secs(),
+                    "no acknowledgement from the sink for a while: events sent since are counted as unconfirmed");
+            }
+        }
+        self.refresh_delivery();
+    }
+
+    /// After the last flush: wait up to `timeout` for the sink to confirm
+    /// everything sent (only when it has acknowledged before: an older
+    /// sink never does). Returns whether everything was accounted for.
+    pub fn wait_for_acks(&mut self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            let now = Instant::now();
+            self.poll_acks(now);
+            if self.acks.settled(self.next_event_seq) {
+                return true;
+            }
+            if self.acks.last_ack.is_none() || now >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn refresh_delivery(&mut self) {
+        let s = &mut self.stats;
+        s.events_sequenced = self.next_event_seq;
+        s.events_delivered = self.acks.delivered();
+        s.events_sink_lost = self.acks.lost();
+        s.events_unconfirmed = self
+            .next_event_seq
+            .saturating_sub(s.events_delivered + s.events_sink_lost);
+        s.sinks.clear();
+        s.sinks.extend_from_slice(self.acks.sinks());
     }
 
     /// Send whatever is pending, and the latest loss count even if no
@@ -140,19 +270,27 @@ impl<T: Transport> Pipeline<T> {
         let count = self.builder.count() as u64;
         self.header.seq = self.next_seq;
         self.header.first_event_seq = self.next_event_seq;
-        let bytes = self.builder.finish(&self.header);
+        let bytes = match &self.key {
+            Some(k) => self.builder.finish_with_mac(&self.header, |d| k.tag(d)),
+            None => self.builder.finish(&self.header),
+        };
         // Sequence numbers advance even if the send fails: the sink then
         // sees the gap and counts the loss.
         self.next_seq += 1;
         self.next_event_seq += count;
         self.pending_since = None;
         self.sent_lost = self.header.lost_events;
+        self.stats.events_sequenced = self.next_event_seq;
         match self.transport.send(&bytes) {
             Ok(()) => {
                 self.stats.datagrams += 1;
                 self.stats.bytes += bytes.len() as u64;
             }
             Err(e) => {
+                if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    // ICMP port unreachable, reported on this send.
+                    self.stats.sink_unreachable += 1;
+                }
                 if self.stats.send_errors == 0 || self.stats.send_errors.is_power_of_two() {
                     tracing::warn!(error = %e, failures = self.stats.send_errors + 1, "sending to the sink failed; is tracer-sink running and reachable?");
                 }
@@ -177,6 +315,8 @@ mod tests {
     struct Capture {
         sent: Vec<Vec<u8>>,
         fail_next: bool,
+        /// Datagrams "from the sink", read by `recv`.
+        inbox: std::collections::VecDeque<Vec<u8>>,
     }
 
     impl Transport for Capture {
@@ -187,6 +327,106 @@ mod tests {
             self.sent.push(d.to_vec());
             Ok(())
         }
+
+        fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+            Ok(self.inbox.pop_front().map(|d| {
+                buf[..d.len()].copy_from_slice(&d);
+                d.len()
+            }))
+        }
+    }
+
+    fn ack(
+        instance: u64,
+        seq: u64,
+        preceding: u64,
+        delivered: u64,
+        lost: u64,
+    ) -> tracer_codec::Ack {
+        tracer_codec::Ack {
+            sink_instance: instance,
+            ack_seq: seq,
+            agent_id: 42,
+            boot_id: [1; 16],
+            incarnation: 7,
+            preceding_events: preceding,
+            delivered_events: delivered,
+            lost_events: lost,
+            received_events: delivered + lost,
+        }
+    }
+
+    #[test]
+    fn keyed_datagrams_check_and_acks_split_delivered_lost_unconfirmed() {
+        let shared = tracer_auth::SharedKey::from_bytes(&[4; 32]).unwrap();
+        let dk = shared.mac_key(tracer_auth::Purpose::Datagram);
+        let ak = shared.mac_key(tracer_auth::Purpose::Ack);
+        let mut p = Pipeline::new(&id(), Capture::default(), 1472, Duration::from_secs(60))
+            .with_keys(dk.clone(), ak.clone());
+        for _ in 0..30 {
+            p.push(&TxEvent::default());
+        }
+        p.flush();
+        for d in &p.transport().sent {
+            assert!(d.len() <= 1472);
+            let v = tracer_codec::DatagramView::parse(d).unwrap();
+            assert_eq!(v.header().incarnation, 7);
+            let (signed, tag) = tracer_codec::mac_trailer(d, v.header()).expect("tagged");
+            assert!(dk.verify(signed, tag));
+        }
+        // First sink: 20 written, 2 lost; it is killed; the second sink
+        // starts at event 25 and writes 5. An untagged ack is refused.
+        p.transport
+            .inbox
+            .push_back(ack(1, 1, 0, 20, 2).encode_with_mac(|d| ak.tag(d)).to_vec());
+        p.transport
+            .inbox
+            .push_back(ack(2, 1, 25, 5, 0).encode().to_vec());
+        p.poll_acks(Instant::now());
+        assert_eq!(p.stats.acks_rejected, 1);
+        assert_eq!(
+            (
+                p.stats.events_sequenced,
+                p.stats.events_delivered,
+                p.stats.events_sink_lost,
+                p.stats.events_unconfirmed
+            ),
+            (30, 20, 2, 8)
+        );
+        assert!(
+            !p.wait_for_acks(Duration::ZERO),
+            "the second sink has not confirmed yet"
+        );
+        p.transport
+            .inbox
+            .push_back(ack(2, 2, 25, 5, 0).encode_with_mac(|d| ak.tag(d)).to_vec());
+        assert!(p.wait_for_acks(Duration::from_millis(10)));
+        assert_eq!(
+            (p.stats.events_delivered, p.stats.events_unconfirmed),
+            (25, 3)
+        );
+        assert_eq!(p.stats.sinks.len(), 2);
+        let table = p.stats.table();
+        assert!(table.contains("unconfirmed"), "{table}");
+    }
+
+    #[test]
+    fn a_refused_send_counts_as_unreachable_and_stays_unconfirmed() {
+        let mut p = Pipeline::new(&id(), Capture::default(), 1472, Duration::from_secs(60));
+        p.transport.fail_next = true;
+        p.push(&TxEvent::default());
+        p.flush();
+        p.poll_acks(Instant::now());
+        assert_eq!(p.stats.sink_unreachable, 1);
+        assert_eq!(
+            (p.stats.events_sequenced, p.stats.events_unconfirmed),
+            (1, 1)
+        );
+        assert!(p.stats.table().contains("no acknowledgement received"));
+        // Without any ack there is nothing to wait for at exit.
+        let t = Instant::now();
+        assert!(!p.wait_for_acks(Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(1));
     }
 
     fn id() -> AgentIdentity {
@@ -194,6 +434,7 @@ mod tests {
             agent_id: 42,
             boot_id: [1; 16],
             hostname: "h1".into(),
+            incarnation: 7,
         }
     }
 
@@ -223,7 +464,7 @@ mod tests {
             }
         }
         assert_eq!(cookies, (0..100).collect::<Vec<_>>());
-        // 1472 bytes hold 12 events of 114 bytes behind a 63-byte header.
+        // 1472 bytes hold 12 events of 114 bytes behind a 72-byte header.
         assert_eq!(sent.len(), 100usize.div_ceil(12));
     }
 

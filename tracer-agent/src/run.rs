@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::OpenObject;
 
-use crate::clock::{AgentClock, ClockConfig};
+use crate::clock::{AgentClock, ClockConfig, ClockSetupError, LocalTime};
 use crate::filter::FlowFilter;
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
@@ -71,6 +71,29 @@ pub struct AgentConfig {
     pub clock: ClockConfig,
     /// How long to wait for the clock to lock before attaching the probes.
     pub clock_lock_timeout: Duration,
+    /// Keys from `--key-file`: datagrams are tagged, acknowledgements checked.
+    pub keys: Option<AgentKeys>,
+    /// At exit, how long to wait for the sink to confirm the last events.
+    pub ack_wait: Duration,
+}
+
+/// The keys the agent derives from the deployment's key file.
+#[derive(Debug, Clone)]
+pub struct AgentKeys {
+    /// Tags datagrams.
+    pub datagram: tracer_auth::MacKey,
+    /// Checks the sink's acknowledgements.
+    pub ack: tracer_auth::MacKey,
+}
+
+impl AgentKeys {
+    /// The agent's keys (the clock exchange's is taken separately).
+    pub fn from_shared(key: &tracer_auth::SharedKey) -> Self {
+        AgentKeys {
+            datagram: key.mac_key(tracer_auth::Purpose::Datagram),
+            ack: key.mac_key(tracer_auth::Purpose::Ack),
+        }
+    }
 }
 
 /// Why the agent stopped with an error.
@@ -91,7 +114,7 @@ pub enum AgentError {
         /// The --clock choice.
         spec: Box<clocksync::SourceSpec>,
         /// Why.
-        source: clocksync::ClockError,
+        source: ClockSetupError,
     },
     /// The network namespace to trace could not be read.
     #[error("reading network namespace {path}")]
@@ -147,16 +170,16 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             source,
         })?;
     let max_payload = transport.max_payload();
-    let mut clock = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
-        spec: Box::new(cfg.clock.choice.clone()),
-        source,
-    })?;
-    let pipeline = RefCell::new(Pipeline::new(
-        &cfg.identity,
-        transport,
-        max_payload,
-        cfg.flush_after,
-    ));
+    let (mut clock, mut local) =
+        AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
+            spec: Box::new(cfg.clock.choice.clone()),
+            source,
+        })?;
+    let mut pipeline = Pipeline::new(&cfg.identity, transport, max_payload, cfg.flush_after);
+    if let Some(k) = &cfg.keys {
+        pipeline = pipeline.with_keys(k.datagram.clone(), k.ack.clone());
+    }
+    let pipeline = RefCell::new(pipeline);
     wait_for_lock(
         &mut clock,
         &mut pipeline.borrow_mut(),
@@ -185,6 +208,8 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             sink = %cfg.sink, cgroup = %cfg.cgroup.display(), netns = target_netns,
             sample_every = cfg.sample_every, max_payload, host = %cfg.identity.hostname,
             agent_id = format_args!("{:016x}", cfg.identity.agent_id),
+            incarnation = format_args!("{:016x}", cfg.identity.incarnation),
+            authenticated = cfg.keys.is_some(),
             "{} probe attached", probe.name()
         );
     }
@@ -199,7 +224,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     while !stop.load(Ordering::Relaxed) {
         sleep_unless_stopped(wait, stop);
         // A backlog past a quarter of a ring: come back soon.
-        wait = match drain(&mut probes, &mut p, &conv) {
+        wait = match drain(&mut probes, &mut p, &conv, &mut local) {
             Some(backlog) if backlog > u64::from(cfg.slots_per_cpu / 4) => BUSY_POLL,
             _ => cfg.poll_interval,
         };
@@ -233,9 +258,18 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     for probe in &mut probes {
         probe.detach();
     }
-    drain(&mut probes, &mut p, &conv);
+    drain(&mut probes, &mut p, &conv, &mut local);
     update_counters(&probes, &mut p);
     p.flush();
+    local.flush();
+    // UDP to a dead sink "succeeds": only the sink's acknowledgement says
+    // what reached a file. Give it a moment to confirm the last events.
+    if !p.wait_for_acks(cfg.ack_wait) && p.stats.acks > 0 {
+        tracing::warn!(
+            unconfirmed = p.stats.events_unconfirmed,
+            "the sink did not confirm every event before the agent stopped"
+        );
+    }
     let stats = p.stats.clone();
     for probe in &probes {
         tracing::info!(
@@ -263,16 +297,27 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
     }
 }
 
-/// The pipeline seen by a probe's drain: events converted with one clock
-/// snapshot, bad records counted.
+/// The pipeline seen by a probe's drain: raw stamps read as this host's
+/// clock reads them, events converted with one clock snapshot, bad records
+/// counted.
 struct ToPipeline<'a> {
     p: &'a mut Pipeline<UdpTransport>,
     conv: &'a crate::clock::Converter,
-    /// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns.
+    local: &'a mut LocalTime,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns. The same for local stamps:
+    /// a simulated oscillator shifts both clocks alike.
     realtime_offset_ns: i64,
 }
 
 impl Collector for ToPipeline<'_> {
+    fn local_mono(&mut self, raw_ns: u64) -> u64 {
+        self.local.mono(raw_ns)
+    }
+
+    fn local_realtime(&mut self, raw_ns: u64) -> u64 {
+        self.local.realtime(raw_ns, self.realtime_offset_ns)
+    }
+
     fn global_ns(&self, mono_ns: u64) -> u64 {
         self.conv.to_global_ns(mono_ns)
     }
@@ -311,6 +356,7 @@ fn drain(
     probes: &mut [Box<dyn Probe + '_>],
     p: &mut Pipeline<UdpTransport>,
     conv: &crate::clock::Converter,
+    local: &mut LocalTime,
 ) -> Option<u64> {
     let mut backlog = None;
     let realtime_offset_ns = realtime_offset_ns();
@@ -318,6 +364,7 @@ fn drain(
         match probe.drain(&mut ToPipeline {
             p,
             conv,
+            local,
             realtime_offset_ns,
         }) {
             Ok(Drained {

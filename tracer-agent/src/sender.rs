@@ -1,5 +1,6 @@
-//! The UDP path to the sink: a connected socket and the datagram size that
-//! fits the route's MTU.
+//! The UDP path to the sink: a connected socket (datagrams out, the
+//! sink's acknowledgements back) and the datagram size that fits the
+//! route's MTU.
 
 use std::net::SocketAddr;
 
@@ -15,6 +16,12 @@ const V6_OVERHEAD: usize = 48;
 pub trait Transport {
     /// Send one datagram.
     fn send(&mut self, datagram: &[u8]) -> std::io::Result<()>;
+
+    /// Read one datagram the sink sent back (an acknowledgement) without
+    /// waiting: `Ok(None)` when there is none.
+    fn recv(&mut self, _buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        Ok(None)
+    }
 }
 
 /// A connected UDP socket to the sink.
@@ -51,6 +58,20 @@ impl UdpTransport {
 impl Transport for UdpTransport {
     fn send(&mut self, datagram: &[u8]) -> std::io::Result<()> {
         self.sock.send(datagram).map(|_| ())
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        use std::mem::MaybeUninit;
+        // SAFETY: `buf` is valid for writes of its length, and recv only
+        // writes initialised bytes into it; MaybeUninit<u8> has u8's layout.
+        let uninit: &mut [MaybeUninit<u8>] =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast(), buf.len()) };
+        // The socket is connected: only the sink's address can answer.
+        match self.sock.recv_with_flags(uninit, libc::MSG_DONTWAIT) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 

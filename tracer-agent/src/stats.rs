@@ -3,6 +3,7 @@
 use serde::Serialize;
 use tracer_codec::{RxStage, TxStage};
 
+use crate::acks::SinkAck;
 use crate::probes::ProbeCounters;
 
 /// Everything the agent counts.
@@ -27,10 +28,35 @@ pub struct AgentStats {
     pub bad_records: u64,
     /// BPF-side counters, summed over the probes.
     pub bpf: ProbeCounters,
-    /// Datagrams sent.
+    /// Datagrams handed to the kernel. UDP to a sink that is down also
+    /// "succeeds": what reached a file is `events_delivered`.
     pub datagrams: u64,
-    /// Bytes sent (UDP payload).
+    /// Bytes handed to the kernel (UDP payload).
     pub bytes: u64,
+    /// Events given a sequence number (put into a datagram, whether its
+    /// send succeeded or not): `events_delivered + events_sink_lost +
+    /// events_unconfirmed`.
+    pub events_sequenced: u64,
+    /// Events a sink confirmed written to its file (summed over sink
+    /// restarts).
+    pub events_delivered: u64,
+    /// Events a sink confirmed it counted lost (sequence gaps: datagrams
+    /// dropped on the way or not sent; events it could not write).
+    pub events_sink_lost: u64,
+    /// Events no sink confirmed: still on their way, sent while no sink
+    /// listened (in no file), or sent to a sink that does not acknowledge.
+    pub events_unconfirmed: u64,
+    /// Acknowledgements taken.
+    pub acks: u64,
+    /// Datagrams from the sink's address that were not a valid
+    /// acknowledgement for this agent (untagged or wrongly tagged with a
+    /// key set, malformed, or for another agent).
+    pub acks_rejected: u64,
+    /// ICMP port unreachable reports (on a send or while reading acks):
+    /// nothing listened at the sink address.
+    pub sink_unreachable: u64,
+    /// What each sink instance confirmed last, oldest first.
+    pub sinks: Vec<SinkAck>,
     /// Datagrams whose send failed (the sink sees their sequence gap).
     pub send_errors: u64,
     /// Events inside datagrams whose send failed.
@@ -99,10 +125,25 @@ impl AgentStats {
             self.events_unsent
         ));
         s.push_str(&format!(
-            "sent:\n  datagrams   {:>12}\n  bytes       {:>12}\n  send errors {:>12}\nbpf:\n  sockets     {:>12}\n  tag errors  {:>12}\n  sockopt err {:>12}\n",
+            "delivery (confirmed by the sink):\n  sequenced   {:>12}\n  delivered   {:>12}\n  sink lost   {:>12}\n  unconfirmed {:>12}{}\n",
+            self.events_sequenced,
+            self.events_delivered,
+            self.events_sink_lost,
+            self.events_unconfirmed,
+            if self.acks == 0 && self.events_sequenced > 0 {
+                " (no acknowledgement received: sink down, unreachable, or too old to acknowledge)"
+            } else {
+                ""
+            }
+        ));
+        s.push_str(&format!(
+            "handed to the kernel:\n  datagrams   {:>12}\n  bytes       {:>12}\n  send errors {:>12}\n  unreachable {:>12}\n  acks        {:>12}\n  acks refused{:>12}\nbpf:\n  sockets     {:>12}\n  tag errors  {:>12}\n  sockopt err {:>12}\n",
             self.datagrams,
             self.bytes,
             self.send_errors,
+            self.sink_unreachable,
+            self.acks,
+            self.acks_rejected,
             self.bpf.sockets,
             self.bpf.tag_errors,
             self.bpf.setsockopt_errors

@@ -17,6 +17,9 @@ pub enum DecodeError {
     /// A version this build does not understand.
     #[error("unsupported wire version {found} (this build speaks {supported})")]
     UnsupportedVersion { found: u16, supported: u16 },
+    /// A `flags` bit this build does not know (it might change the framing).
+    #[error("unknown header flags {flags:#04x}")]
+    BadFlags { flags: u8 },
     /// The header claims a length that does not fit the datagram or the version.
     #[error("bad header length {header_len} in a datagram of {len} bytes")]
     BadHeaderLen { header_len: usize, len: usize },
@@ -49,6 +52,7 @@ impl DecodeError {
             DecodeError::TooLarge { .. } => "too_large",
             DecodeError::BadMagic { .. } => "bad_magic",
             DecodeError::UnsupportedVersion { .. } => "bad_version",
+            DecodeError::BadFlags { .. } => "bad_flags",
             DecodeError::BadHeaderLen { .. } => "bad_header_len",
             DecodeError::BadHostname(_) => "bad_hostname",
             DecodeError::TruncatedRecord { .. } => "truncated_record",
@@ -64,6 +68,7 @@ impl DecodeError {
         "too_large",
         "bad_magic",
         "bad_version",
+        "bad_flags",
         "bad_header_len",
         "bad_hostname",
         "truncated_record",

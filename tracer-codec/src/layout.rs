@@ -15,7 +15,10 @@ use std::fmt::Write as _;
 
 use crate::capture::{CAPTURE_FIXED_LEN, CAPTURE_VERSION};
 use crate::event::{ClockEvent, ClockSource, ClockState, TxEvent, TxStage};
-use crate::wire::{HEADER_FIXED_LEN, MAGIC, MAX_HOSTNAME_LEN, RECORD_HEADER_LEN, WIRE_VERSION};
+use crate::wire::{
+    FLAG_MAC, HEADER_FIXED_LEN, HEADER_FIXED_LEN_V1, MAC_LEN, MAGIC, MAX_HOSTNAME_LEN,
+    RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1,
+};
 
 /// How a field's bytes are to be read (all integers little-endian).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,7 +280,8 @@ impl HeaderLayout {
     }
 }
 
-/// Datagram header, wire version 1 (see [`crate::wire`]).
+/// Datagram header, wire version 2 (see [`crate::wire`]); version 1 is
+/// its first 61 bytes (through `hostname_len`) followed by the hostname.
 pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
     name: "dgram",
     fixed_len: HEADER_FIXED_LEN,
@@ -288,14 +292,14 @@ pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
             FieldType::U16,
             2,
             None,
-            "1. A sink rejects any other version (counted as `bad_version`).",
+            "2 (1 from agents of older builds: no `flags`, no `incarnation`, hostname at offset 61, never a tag). A sink rejects any other version (counted as `bad_version`).",
         ),
         Field::new(
             "header_len",
             FieldType::U16,
             2,
             None,
-            "bytes from offset 0 to the first record (61 + hostname_len in v1; a later version may append header fields, which a v1 reader skips)",
+            "bytes from offset 0 to the first record (70 + hostname_len in v2, 61 + hostname_len in v1; a later version may append header fields, which a reader skips)",
         ),
         Field::new(
             "agent_id",
@@ -360,6 +364,20 @@ pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
             None,
             "at most 64",
         ),
+        Field::new(
+            "flags",
+            FieldType::U8,
+            1,
+            None,
+            "bit 0: the datagram ends with a 16-byte tag (HMAC-SHA256-128 of every byte before it, with the deployment key); other bits are reserved, and a reader rejects a datagram with one set (`bad_flags`)",
+        ),
+        Field::new(
+            "incarnation",
+            FieldType::U64,
+            8,
+            None,
+            "random per agent process start, never 0: a restarted agent (same `agent_id` and boot) is a new incarnation whose `seq` and event numbers start at 0 again",
+        ),
     ]),
     tail: ("hostname", "UTF-8"),
 };
@@ -410,6 +428,78 @@ pub const CAPTURE_HEADER: HeaderLayout = HeaderLayout {
     tail: ("host", "UTF-8"),
 };
 
+/// The sink's acknowledgement, version 1 (see [`crate::ack`]); the tail is
+/// the tag, present when `flags` bit 0 is set.
+pub const ACK_LAYOUT: HeaderLayout = HeaderLayout {
+    name: "ack",
+    fixed_len: crate::ack::ACK_LEN,
+    fields: &place([
+        Field::new("magic", FieldType::Text, 4, None, "`NTRA`"),
+        Field::new("version", FieldType::U16, 2, None, "1"),
+        Field::new(
+            "ack_len",
+            FieldType::U16,
+            2,
+            None,
+            "bytes before the tag (96 in version 1; a later version may append fields, which a reader skips)",
+        ),
+        Field::new(
+            "flags",
+            FieldType::U8,
+            1,
+            None,
+            "bit 0: a 16-byte tag follows (HMAC-SHA256-128 of the `ack_len` bytes before it, with the ack key)",
+        ),
+        Field::new("reserved", FieldType::Bytes, 7, None, "0"),
+        Field::new(
+            "sink_instance",
+            FieldType::U64,
+            8,
+            None,
+            "random per sink process: a restarted sink starts its counts under a new id",
+        ),
+        Field::new(
+            "ack_seq",
+            FieldType::U64,
+            8,
+            None,
+            "increases with every ack of this sink process; the agent keeps the newest per instance",
+        ),
+        Field::new("agent_id", FieldType::U64, 8, None, "the agent's"),
+        Field::new("boot_id", FieldType::Guid, 16, None, "the agent's"),
+        Field::new("incarnation", FieldType::U64, 8, None, "the agent's"),
+        Field::new(
+            "preceding_events",
+            FieldType::U64,
+            8,
+            None,
+            "events numbered before the first one this sink received (sent before it started, or while no sink listened)",
+        ),
+        Field::new(
+            "delivered_events",
+            FieldType::U64,
+            8,
+            None,
+            "events written to this sink's files (the write returned)",
+        ),
+        Field::new(
+            "lost_events",
+            FieldType::U64,
+            8,
+            None,
+            "events this sink counted lost: sequence gaps (net of late arrivals) and events it could not write",
+        ),
+        Field::new(
+            "received_events",
+            FieldType::U64,
+            8,
+            None,
+            "events this sink accepted (delivered or on their way to the file)",
+        ),
+    ]),
+    tail: ("mac", "the 16-byte tag, when `flags` bit 0 is set"),
+};
+
 /// Record framing: kind and body length before every body.
 pub const RECORD_HEADER: [Field; 2] = place([
     Field::new("kind", FieldType::U16, 2, None, "event kind"),
@@ -437,7 +527,10 @@ pub const NAME_TABLES: &[&NameTable] = &[
 ];
 
 const _: () = assert!(fields_len(DATAGRAM_HEADER.fields) == HEADER_FIXED_LEN);
+// Version 1 is the prefix before `flags`.
+const _: () = assert!(field_offset(DATAGRAM_HEADER.fields, "flags") == HEADER_FIXED_LEN_V1);
 const _: () = assert!(fields_len(CAPTURE_HEADER.fields) == CAPTURE_FIXED_LEN);
+const _: () = assert!(fields_len(ACK_LAYOUT.fields) == crate::ack::ACK_LEN);
 const _: () = assert!(fields_len(&RECORD_HEADER) == RECORD_HEADER_LEN);
 
 /// Marker lines around the generated part of `wireshark/nettrace.lua`.
@@ -502,6 +595,10 @@ pub fn render_lua() -> String {
     );
     let _ = writeln!(o, "local LAYOUT = {{");
     let _ = writeln!(o, "    wire_version = {WIRE_VERSION},");
+    let _ = writeln!(o, "    wire_version_1 = {WIRE_VERSION_1},");
+    let _ = writeln!(o, "    dgram_v1_fixed_len = {HEADER_FIXED_LEN_V1},");
+    let _ = writeln!(o, "    flag_mac = {FLAG_MAC},");
+    let _ = writeln!(o, "    mac_len = {MAC_LEN},");
     let _ = writeln!(o, "    capture_version = {CAPTURE_VERSION},");
     let _ = writeln!(
         o,
@@ -510,7 +607,12 @@ pub fn render_lua() -> String {
     );
     let _ = writeln!(o, "    max_hostname_len = {MAX_HOSTNAME_LEN},");
     let _ = writeln!(o, "    record_header_len = {RECORD_HEADER_LEN},");
-    for h in [&DATAGRAM_HEADER, &CAPTURE_HEADER] {
+    let _ = writeln!(
+        o,
+        "    ack_magic = {},",
+        lua_str(std::str::from_utf8(&crate::ack::ACK_MAGIC).unwrap_or("NTRA"))
+    );
+    for h in [&DATAGRAM_HEADER, &CAPTURE_HEADER, &ACK_LAYOUT] {
         let _ = writeln!(o, "    {} = {{", h.name);
         let _ = writeln!(o, "        fixed_len = {},", h.fixed_len);
         lua_fields(&mut o, "        ", h.fields);
@@ -649,6 +751,13 @@ pub fn render_markdown() -> Vec<MarkdownTable> {
             &extra,
         ));
     }
+    let h = &ACK_LAYOUT;
+    out.push(md_table(
+        "ack",
+        h.fields,
+        Some((h.fixed_len, FieldType::Bytes, h.tail)),
+        "",
+    ));
     let h = &CAPTURE_HEADER;
     out.push(md_table(
         "capture",
@@ -861,6 +970,8 @@ mod tests {
             clock_source: 2,
             clock_state: 3,
             event_count: 0,
+            flags: 0,
+            incarnation: 0x4142_4344_4546_4748,
             hostname: "host-x".to_owned(),
         };
         let mut b = DatagramBuilder::new(&h.hostname, 1500);
@@ -873,7 +984,7 @@ mod tests {
             &[
                 ("magic", le(&MAGIC)),
                 ("version", le(&crate::WIRE_VERSION.to_le_bytes())),
-                ("header_len", le(&(61u16 + 6).to_le_bytes())),
+                ("header_len", le(&(70u16 + 6).to_le_bytes())),
                 ("agent_id", le(&h.agent_id.to_le_bytes())),
                 ("boot_id", le(&h.boot_id)),
                 ("seq", le(&h.seq.to_le_bytes())),
@@ -883,6 +994,8 @@ mod tests {
                 ("clock_state", vec![3]),
                 ("event_count", le(&1u16.to_le_bytes())),
                 ("hostname_len", vec![6]),
+                ("flags", vec![0]),
+                ("incarnation", le(&h.incarnation.to_le_bytes())),
             ],
         );
         assert_eq!(
@@ -920,6 +1033,44 @@ mod tests {
             &c[CAPTURE_HEADER.fixed_len..CAPTURE_HEADER.fixed_len + 2],
             b"hh"
         );
+    }
+
+    #[test]
+    fn ack_table_matches_the_ack_codec() {
+        let a = crate::Ack {
+            sink_instance: 0x0102_0304_0506_0708,
+            ack_seq: 0x1112_1314_1516_1718,
+            agent_id: 0x2122_2324_2526_2728,
+            boot_id: *b"ABCDEFGHIJKLMNOP",
+            incarnation: 0x3132_3334_3536_3738,
+            preceding_events: 0x4142_4344_4546_4748,
+            delivered_events: 0x5152_5354_5556_5758,
+            lost_events: 0x6162_6364_6566_6768,
+            received_events: 0x7172_7374_7576_7778,
+        };
+        let b = a.encode_with_mac(|_| [0xEE; MAC_LEN]);
+        let le = |v: &[u8]| v.to_vec();
+        check_header(
+            &ACK_LAYOUT,
+            &b,
+            &[
+                ("magic", le(b"NTRA")),
+                ("version", le(&1u16.to_le_bytes())),
+                ("ack_len", le(&96u16.to_le_bytes())),
+                ("flags", vec![FLAG_MAC]),
+                ("reserved", vec![0; 7]),
+                ("sink_instance", le(&a.sink_instance.to_le_bytes())),
+                ("ack_seq", le(&a.ack_seq.to_le_bytes())),
+                ("agent_id", le(&a.agent_id.to_le_bytes())),
+                ("boot_id", le(&a.boot_id)),
+                ("incarnation", le(&a.incarnation.to_le_bytes())),
+                ("preceding_events", le(&a.preceding_events.to_le_bytes())),
+                ("delivered_events", le(&a.delivered_events.to_le_bytes())),
+                ("lost_events", le(&a.lost_events.to_le_bytes())),
+                ("received_events", le(&a.received_events.to_le_bytes())),
+            ],
+        );
+        assert_eq!(&b[ACK_LAYOUT.fixed_len..], &[0xEE; MAC_LEN]);
     }
 
     /// Compares the generated part of a checked-in file with its rendering;

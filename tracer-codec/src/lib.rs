@@ -9,6 +9,7 @@
 #[macro_use]
 mod macros;
 
+pub mod ack;
 pub mod capture;
 pub mod drop;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod rx;
 pub mod tcp;
 pub mod wire;
 
+pub use ack::{Ack, ACK_LEN, ACK_MAGIC, ACK_VERSION};
 pub use capture::{CaptureRecord, CAPTURE_VERSION};
 pub use drop::{DropEvent, FLOW_FAMILY};
 pub use error::{DecodeError, HostnameError};
@@ -25,9 +27,9 @@ pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxE
 pub use rx::{RxEvent, RxStage};
 pub use tcp::{TcpAnomaly, TcpEvent};
 pub use wire::{
-    Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView, RawRecord,
-    RecordIter, RecordView, HEADER_FIXED_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN,
-    RECORD_HEADER_LEN, WIRE_VERSION,
+    mac_trailer, Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView,
+    RawRecord, RecordIter, RecordView, FLAG_MAC, HEADER_FIXED_LEN, HEADER_FIXED_LEN_V1, MAC_LEN,
+    MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN, RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1,
 };
 
 /// An event kind with a fixed-size body: what a sender needs to frame one

@@ -1,16 +1,28 @@
-//! Datagram framing, wire format version 1 (see docs/wire-format.md).
+//! Datagram framing, wire format version 2 (see docs/wire-format.md).
 //!
 //! ```text
-//! datagram = header record*
+//! datagram = header record* [mac]
 //! header   = magic "NTRC" | version u16 | header_len u16 | agent_id u64
 //!          | boot_id [16] | seq u64 | lost_events u64 | first_event_seq u64
 //!          | clock_source u8 | clock_state u8 | event_count u16
-//!          | hostname_len u8 | hostname [hostname_len]
+//!          | hostname_len u8 | flags u8 | incarnation u64
+//!          | hostname [hostname_len]
 //! record   = kind u16 | len u16 | body [len]        (body: bincode fixint LE)
+//! mac      = [16]      (present iff flags bit 0: a tag over everything before it)
 //! ```
 //! All integers little-endian. `header_len` lets a later version append
 //! header fields; `len` lets a decoder skip kinds it does not know. The
 //! offsets are described as data in [`crate::layout`].
+//!
+//! Version 1 (older agents) is the same without `flags` and `incarnation`:
+//! its hostname starts at offset 61 and it never carries a tag. Readers of
+//! this build accept both; a version-1 header reads as `flags` 0 and
+//! `incarnation` 0.
+//!
+//! The codec frames the tag but does not compute it (it stays free of
+//! keys and I/O): [`DatagramBuilder::finish_with_mac`] takes the tagging
+//! function, and [`DatagramHeaderRef::parse`] with [`mac_trailer`] hands a
+//! receiver the signed bytes and the tag to check.
 //!
 //! Two readers with one set of rules: [`DatagramView::parse`] validates a
 //! datagram in place without allocating (the sink's receive path), and
@@ -23,10 +35,21 @@ use crate::tcp::TcpEvent;
 
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"NTRC";
-/// The wire version this build writes and reads.
-pub const WIRE_VERSION: u16 = 1;
-/// Header bytes before the hostname.
-pub const HEADER_FIXED_LEN: usize = 61;
+/// The wire version this build writes (it reads this one and
+/// [`WIRE_VERSION_1`]).
+pub const WIRE_VERSION: u16 = 2;
+/// The first wire version, still read (agents of older builds send it).
+pub const WIRE_VERSION_1: u16 = 1;
+/// Header bytes before the hostname (version 2).
+pub const HEADER_FIXED_LEN: usize = 70;
+/// Header bytes before the hostname in version 1.
+pub const HEADER_FIXED_LEN_V1: usize = 61;
+/// `flags` bit 0: the datagram ends with a [`MAC_LEN`]-byte tag.
+pub const FLAG_MAC: u8 = 1;
+/// Every `flags` bit this build knows; a datagram with another is rejected.
+pub const KNOWN_FLAGS: u8 = FLAG_MAC;
+/// Bytes of the tag that ends an authenticated datagram.
+pub const MAC_LEN: usize = 16;
 /// Longest hostname carried (bytes).
 pub const MAX_HOSTNAME_LEN: usize = 64;
 /// Bytes of a record's kind + length prefix.
@@ -58,6 +81,13 @@ pub struct DatagramHeader<H = String> {
     pub clock_state: u8,
     /// Number of records that follow.
     pub event_count: u16,
+    /// Flags ([`FLAG_MAC`]); 0 in version 1. The builder sets
+    /// [`FLAG_MAC`] itself, from how the datagram is finished.
+    pub flags: u8,
+    /// Random per agent process start (never 0 from a version-2 agent), so
+    /// a restarted agent with a fixed `--agent-id` is a new incarnation
+    /// whose sequence numbers start again; 0 in version 1.
+    pub incarnation: u64,
     /// The agent's hostname (at most [`MAX_HOSTNAME_LEN`] bytes of UTF-8).
     pub hostname: H,
 }
@@ -68,7 +98,12 @@ pub type DatagramHeaderRef<'a> = DatagramHeader<&'a str>;
 impl<H: AsRef<str>> DatagramHeader<H> {
     /// Encoded length of this header.
     pub fn encoded_len(&self) -> usize {
-        HEADER_FIXED_LEN + self.hostname.as_ref().len()
+        fixed_len(self.version) + self.hostname.as_ref().len()
+    }
+
+    /// Whether the datagram carries a tag ([`FLAG_MAC`]).
+    pub fn has_mac(&self) -> bool {
+        self.flags & FLAG_MAC != 0
     }
 
     /// The same header with its hostname held as `T`.
@@ -83,6 +118,8 @@ impl<H: AsRef<str>> DatagramHeader<H> {
             clock_source: self.clock_source,
             clock_state: self.clock_state,
             event_count: self.event_count,
+            flags: self.flags,
+            incarnation: self.incarnation,
             hostname: f(self.hostname.as_ref()),
         }
     }
@@ -97,7 +134,8 @@ impl<H: AsRef<str>> DatagramHeader<H> {
         self.map_hostname(str::to_owned)
     }
 
-    /// Write the header into `out[..encoded_len()]`.
+    /// Write the header into `out[..encoded_len()]` (version 1 leaves
+    /// `flags` and `incarnation` out).
     fn write_into(&self, out: &mut [u8]) {
         let hl = self.encoded_len();
         out[0..4].copy_from_slice(&MAGIC);
@@ -113,7 +151,12 @@ impl<H: AsRef<str>> DatagramHeader<H> {
         out[58..60].copy_from_slice(&self.event_count.to_le_bytes());
         let hostname = self.hostname.as_ref();
         out[60] = hostname.len() as u8;
-        out[61..hl].copy_from_slice(hostname.as_bytes());
+        let fixed = fixed_len(self.version);
+        if fixed == HEADER_FIXED_LEN {
+            out[61] = self.flags;
+            out[62..70].copy_from_slice(&self.incarnation.to_le_bytes());
+        }
+        out[fixed..hl].copy_from_slice(hostname.as_bytes());
     }
 }
 
@@ -135,10 +178,10 @@ impl<'a> DatagramHeader<&'a str> {
                 max: MAX_DATAGRAM_LEN,
             });
         }
-        if buf.len() < HEADER_FIXED_LEN {
+        if buf.len() < HEADER_FIXED_LEN_V1 {
             return Err(DecodeError::TooShort {
                 len: buf.len(),
-                need: HEADER_FIXED_LEN,
+                need: HEADER_FIXED_LEN_V1,
             });
         }
         let found: [u8; 4] = [buf[0], buf[1], buf[2], buf[3]];
@@ -152,15 +195,32 @@ impl<'a> DatagramHeader<&'a str> {
             u64::from_le_bytes(b)
         };
         let version = u16_at(4);
-        if version != WIRE_VERSION {
+        if version != WIRE_VERSION && version != WIRE_VERSION_1 {
             return Err(DecodeError::UnsupportedVersion {
                 found: version,
                 supported: WIRE_VERSION,
             });
         }
+        let fixed = fixed_len(version);
+        if buf.len() < fixed {
+            return Err(DecodeError::TooShort {
+                len: buf.len(),
+                need: fixed,
+            });
+        }
+        let (flags, incarnation) = if version == WIRE_VERSION {
+            (buf[61], u64_at(62))
+        } else {
+            (0, 0)
+        };
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(DecodeError::BadFlags { flags });
+        }
+        // The tag is not part of the records: the header must leave room for it.
+        let trailer = if flags & FLAG_MAC != 0 { MAC_LEN } else { 0 };
         let header_len = u16_at(6) as usize;
         let host_len = buf[60] as usize;
-        if header_len < HEADER_FIXED_LEN + host_len || header_len > buf.len() {
+        if header_len < fixed + host_len || header_len + trailer > buf.len() {
             return Err(DecodeError::BadHeaderLen {
                 header_len,
                 len: buf.len(),
@@ -172,7 +232,7 @@ impl<'a> DatagramHeader<&'a str> {
                 max: MAX_HOSTNAME_LEN,
             }));
         }
-        let hostname = std::str::from_utf8(&buf[61..61 + host_len])
+        let hostname = std::str::from_utf8(&buf[fixed..fixed + host_len])
             .map_err(|_| DecodeError::BadHostname(HostnameError::NotUtf8))?;
         let mut boot_id = [0u8; 16];
         boot_id.copy_from_slice(&buf[16..32]);
@@ -187,11 +247,35 @@ impl<'a> DatagramHeader<&'a str> {
                 clock_source: buf[56],
                 clock_state: buf[57],
                 event_count: u16_at(58),
+                flags,
+                incarnation,
                 hostname,
             },
             header_len,
         ))
     }
+}
+
+/// Header bytes before the hostname in `version` (1 or 2).
+pub const fn fixed_len(version: u16) -> usize {
+    if version == WIRE_VERSION_1 {
+        HEADER_FIXED_LEN_V1
+    } else {
+        HEADER_FIXED_LEN
+    }
+}
+
+/// The bytes a tag covers and the tag, for a datagram whose header
+/// ([`DatagramHeaderRef::parse`]) says it has one; `None` otherwise.
+/// `parse` already checked that the datagram is long enough.
+pub fn mac_trailer<'a>(
+    buf: &'a [u8],
+    header: &DatagramHeaderRef<'_>,
+) -> Option<(&'a [u8], &'a [u8])> {
+    if !header.has_mac() || buf.len() < MAC_LEN {
+        return None;
+    }
+    Some(buf.split_at(buf.len() - MAC_LEN))
 }
 
 /// One framed record, borrowed from a datagram.
@@ -357,7 +441,8 @@ impl<'a> DatagramView<'a> {
     /// truncated record, the event count, the first bad body.
     pub fn parse(buf: &'a [u8]) -> Result<Self, DecodeError> {
         let (header, off) = DatagramHeaderRef::parse(buf)?;
-        let records = &buf[off..];
+        let end = buf.len() - if header.has_mac() { MAC_LEN } else { 0 };
+        let records = &buf[off..end];
         let mut found = 0usize;
         let mut first_bad = None;
         for r in RecordIter::new(records) {
@@ -427,6 +512,9 @@ impl<'a> Datagram<'a> {
 pub struct DatagramBuilder {
     max_len: usize,
     header_len: usize,
+    version: u16,
+    /// Bytes kept free at the end for a tag.
+    trailer: usize,
     buf: Vec<u8>,
     count: u16,
 }
@@ -434,18 +522,46 @@ pub struct DatagramBuilder {
 impl DatagramBuilder {
     /// A builder for datagrams of at most `max_len` bytes (clamped to
     /// [`MAX_DATAGRAM_LEN`]) from an agent named `hostname` (truncated to
-    /// [`MAX_HOSTNAME_LEN`] bytes on a character boundary).
+    /// [`MAX_HOSTNAME_LEN`] bytes on a character boundary), in the current
+    /// wire version, without a tag.
     pub fn new(hostname: &str, max_len: usize) -> Self {
-        let header_len = HEADER_FIXED_LEN + truncate_hostname(hostname).len();
+        Self::for_version(hostname, max_len, WIRE_VERSION)
+    }
+
+    /// A builder for `version` ([`WIRE_VERSION`] or [`WIRE_VERSION_1`], what
+    /// an agent of an older build sends; anything else is taken as the
+    /// current version).
+    pub fn for_version(hostname: &str, max_len: usize, version: u16) -> Self {
+        let version = if version == WIRE_VERSION_1 {
+            WIRE_VERSION_1
+        } else {
+            WIRE_VERSION
+        };
+        let header_len = fixed_len(version) + truncate_hostname(hostname).len();
         let max_len = max_len.clamp(header_len + RECORD_HEADER_LEN, MAX_DATAGRAM_LEN);
         let mut buf = Vec::with_capacity(max_len);
         buf.resize(header_len, 0);
         DatagramBuilder {
             max_len,
             header_len,
+            version,
+            trailer: 0,
             buf,
             count: 0,
         }
+    }
+
+    /// Keep room for a tag: datagrams will be finished with
+    /// [`finish_with_mac`](Self::finish_with_mac) and still fit `max_len`.
+    /// A version-1 builder cannot carry one and is left as it is.
+    pub fn with_mac_room(mut self) -> Self {
+        if self.version == WIRE_VERSION {
+            self.trailer = MAC_LEN;
+            self.max_len = self
+                .max_len
+                .max(self.header_len + RECORD_HEADER_LEN + MAC_LEN);
+        }
+        self
     }
 
     /// Records in the pending datagram.
@@ -466,7 +582,7 @@ impl DatagramBuilder {
     /// Append an event of any kind; `false` (and nothing appended) when it
     /// does not fit.
     pub fn push<E: crate::WireEvent>(&mut self, ev: &E) -> bool {
-        let need = RECORD_HEADER_LEN + E::BODY_LEN;
+        let need = RECORD_HEADER_LEN + E::BODY_LEN + self.trailer;
         if self.buf.len() + need > self.max_len || self.count == u16::MAX {
             return false;
         }
@@ -490,7 +606,7 @@ impl DatagramBuilder {
 
     /// Append an already-encoded body of any kind; `false` when it does not fit.
     pub fn push_raw(&mut self, kind: u16, body: &[u8]) -> bool {
-        let need = RECORD_HEADER_LEN + body.len();
+        let need = RECORD_HEADER_LEN + body.len() + self.trailer;
         if body.len() > u16::MAX as usize
             || self.buf.len() + need > self.max_len
             || self.count == u16::MAX
@@ -505,13 +621,37 @@ impl DatagramBuilder {
         true
     }
 
-    /// Frame the pending records with `header` (its `event_count` and
-    /// hostname are set from the builder) and return the datagram bytes.
-    /// The builder is empty again afterwards.
+    /// Frame the pending records with `header` (its `version`,
+    /// `event_count` and hostname are set from the builder, [`FLAG_MAC`]
+    /// cleared) and return the datagram bytes. The builder is empty again
+    /// afterwards.
     pub fn finish(&mut self, header: &DatagramHeader) -> Vec<u8> {
-        let mut h = header.clone();
+        self.frame(header, 0)
+    }
+
+    /// [`finish`](Self::finish), then append `tag(datagram so far)` and set
+    /// [`FLAG_MAC`] (which the tag covers). A version-1 builder cannot carry
+    /// a tag: it finishes without one.
+    pub fn finish_with_mac(
+        &mut self,
+        header: &DatagramHeader,
+        tag: impl FnOnce(&[u8]) -> [u8; MAC_LEN],
+    ) -> Vec<u8> {
+        if self.version != WIRE_VERSION {
+            return self.finish(header);
+        }
+        let mut out = self.frame(header, FLAG_MAC);
+        let t = tag(&out);
+        out.extend_from_slice(&t);
+        out
+    }
+
+    fn frame(&mut self, header: &DatagramHeader, mac_flag: u8) -> Vec<u8> {
+        let mut h = header.borrowed();
+        h.version = self.version;
         h.event_count = self.count;
-        h.hostname = truncate_hostname(&header.hostname).to_owned();
+        h.flags = (header.flags & !FLAG_MAC) | mac_flag;
+        h.hostname = truncate_hostname(&header.hostname);
         debug_assert_eq!(h.encoded_len(), self.header_len, "hostname changed");
         let mut out = std::mem::replace(&mut self.buf, Vec::with_capacity(self.max_len));
         self.buf.resize(self.header_len, 0);

@@ -1,5 +1,7 @@
 //! Property tests: every encodable datagram round-trips, and no byte string
-//! makes the decoder panic or accept a datagram whose framing is broken.
+//! makes the decoder panic or accept a datagram whose framing is broken;
+//! a tagged datagram checks with its key and with no other, and no change
+//! of one byte leaves it both well-framed and correctly tagged.
 
 use proptest::prelude::*;
 use tracer_codec::*;
@@ -92,6 +94,8 @@ fn header(host: &str, seq: u64) -> DatagramHeader {
         clock_source: 0,
         clock_state: 2,
         event_count: 0,
+        flags: 0,
+        incarnation: 1,
         hostname: host.to_owned(),
     }
 }
@@ -269,7 +273,7 @@ fn rejections_have_specific_reasons() {
     );
 
     let mut v2 = good.clone();
-    v2[4] = 2;
+    v2[4] = 3;
     assert_eq!(Datagram::decode(&v2).unwrap_err().reason(), "bad_version");
 
     assert_eq!(
@@ -327,4 +331,138 @@ fn capture_record_round_trip() {
         (5, 77, 2, 3, "sender")
     );
     assert_eq!(c.record.decode().unwrap(), Event::Tx(ev));
+}
+
+fn mac_key(seed: u8) -> tracer_auth::MacKey {
+    tracer_auth::SharedKey::from_bytes(&[seed; 32])
+        .expect("32 bytes")
+        .mac_key(tracer_auth::Purpose::Datagram)
+}
+
+/// Whether a receiver holding `key` would take `bytes` as an authentic,
+/// well-formed datagram.
+fn authentic(bytes: &[u8], key: &tracer_auth::MacKey) -> bool {
+    let Ok(view) = DatagramView::parse(bytes) else {
+        return false;
+    };
+    match mac_trailer(bytes, view.header()) {
+        Some((signed, tag)) => key.verify(signed, tag),
+        None => false,
+    }
+}
+
+proptest! {
+    #[test]
+    fn tagged_datagrams_round_trip_and_fit(events in prop::collection::vec(arb_event(), 0..40),
+                                           host in "[a-z0-9.-]{0,70}", seq in any::<u64>(),
+                                           incarnation in 1u64.., max_len in 200usize..9000) {
+        let key = mac_key(1);
+        let mut b = DatagramBuilder::new(&host, max_len).with_mac_room();
+        let mut pushed = Vec::new();
+        for e in &events {
+            let ok = match e {
+                Event::Tx(t) => b.push(t),
+                Event::Rx(r) => b.push(r),
+                _ => unreachable!(),
+            };
+            if !ok { break; }
+            pushed.push(e.clone());
+        }
+        let mut h = header(&host, seq);
+        h.incarnation = incarnation;
+        let bytes = b.finish_with_mac(&h, |d| key.tag(d));
+        prop_assert!(bytes.len() <= max_len.max(HEADER_FIXED_LEN + 64 + 4 + MAC_LEN));
+        let d = Datagram::decode(&bytes).unwrap();
+        prop_assert_eq!(d.header.flags, FLAG_MAC);
+        prop_assert_eq!(d.header.incarnation, incarnation);
+        prop_assert_eq!(d.header.version, WIRE_VERSION);
+        let got: Vec<Event> = d.records.iter().map(|(_, e)| e.clone()).collect();
+        prop_assert_eq!(&got, &pushed);
+        prop_assert!(authentic(&bytes, &key));
+        prop_assert!(!authentic(&bytes, &mac_key(2)), "another key must not check");
+        both_agree(&bytes)?;
+        // The same records untagged are not authentic to a keyed reader.
+        let mut b = DatagramBuilder::new(&host, max_len);
+        for e in &pushed {
+            match e { Event::Tx(t) => b.push(t), Event::Rx(r) => b.push(r), _ => unreachable!() };
+        }
+        prop_assert!(!authentic(&b.finish(&h), &key));
+    }
+
+    #[test]
+    fn no_single_byte_change_keeps_a_datagram_authentic(events in prop::collection::vec(arb_tx(), 0..8),
+                                                         at in any::<prop::sample::Index>(),
+                                                         xor in 1u8..) {
+        let key = mac_key(3);
+        let mut b = DatagramBuilder::new("h", 1472).with_mac_room();
+        for e in &events { b.push_tx(e); }
+        let mut bytes = b.finish_with_mac(&header("h", 9), |d| key.tag(d));
+        prop_assert!(authentic(&bytes, &key));
+        let i = at.index(bytes.len());
+        bytes[i] ^= xor;
+        prop_assert!(!authentic(&bytes, &key), "byte {} changed and still authentic", i);
+        both_agree(&bytes)?;
+        // Cut or extended: never authentic either.
+        bytes[i] ^= xor;
+        prop_assert!(!authentic(&bytes[..bytes.len() - 1], &key));
+        let mut longer = bytes.clone();
+        longer.push(0);
+        prop_assert!(!authentic(&longer, &key));
+    }
+
+    #[test]
+    fn version_1_datagrams_still_read(events in prop::collection::vec(arb_tx(), 0..12),
+                                      host in "[a-z]{0,20}", seq in any::<u64>()) {
+        let mut b = DatagramBuilder::for_version(&host, 1472, WIRE_VERSION_1).with_mac_room();
+        for e in &events { b.push_tx(e); }
+        let mut h = header(&host, seq);
+        h.incarnation = 77;
+        // A version-1 builder cannot carry a tag: it finishes without one.
+        let bytes = b.finish_with_mac(&h, |_| [0xAA; MAC_LEN]);
+        prop_assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), WIRE_VERSION_1);
+        prop_assert_eq!(usize::from(u16::from_le_bytes([bytes[6], bytes[7]])), HEADER_FIXED_LEN_V1 + host.len());
+        prop_assert_eq!(&bytes[HEADER_FIXED_LEN_V1..HEADER_FIXED_LEN_V1 + host.len()], host.as_bytes());
+        let d = Datagram::decode(&bytes).unwrap();
+        prop_assert_eq!((d.header.version, d.header.flags, d.header.incarnation), (1, 0, 0));
+        prop_assert_eq!(d.header.seq, seq);
+        prop_assert_eq!(d.records.len(), events.len().min(d.header.event_count as usize));
+        both_agree(&bytes)?;
+    }
+}
+
+#[test]
+fn mac_framing_rejections_have_specific_reasons() {
+    let key = mac_key(4);
+    let mut b = DatagramBuilder::new("h", 9000).with_mac_room();
+    b.push_tx(&TxEvent::default());
+    let good = b.finish_with_mac(&header("h", 0), |d| key.tag(d));
+    assert!(authentic(&good, &key));
+    // The tag is the last 16 bytes and covers everything before it.
+    let (signed, tag) = good.split_at(good.len() - MAC_LEN);
+    assert_eq!(tag, key.tag(signed));
+    assert_eq!(good[61], FLAG_MAC);
+
+    for bit in 1..8 {
+        let mut f = good.clone();
+        f[61] |= 1 << bit;
+        let e = Datagram::decode(&f).unwrap_err();
+        assert_eq!(e.reason(), "bad_flags", "bit {bit}");
+        assert!(DecodeError::ALL_REASONS.contains(&e.reason()));
+    }
+    // A tag flag on a datagram too short to hold the tag after its header.
+    let mut b = DatagramBuilder::new("h", 9000);
+    let empty = b.finish(&header("h", 0));
+    let mut flagged = empty.clone();
+    flagged[61] = FLAG_MAC;
+    assert_eq!(
+        Datagram::decode(&flagged).unwrap_err().reason(),
+        "bad_header_len"
+    );
+    // Flag cleared on a tagged datagram: the tag is read as a record.
+    let mut unflagged = good.clone();
+    unflagged[61] = 0;
+    assert!(Datagram::decode(&unflagged).is_err());
+    // An untagged datagram has no trailer to check.
+    let (h, _) = DatagramHeaderRef::parse(&empty).unwrap();
+    assert!(mac_trailer(&empty, &h).is_none());
 }

@@ -49,6 +49,8 @@ fn parse_and_walk_allocate_nothing() {
         clock_source: 0,
         clock_state: 0,
         event_count: 0,
+        flags: 0,
+        incarnation: 1,
         hostname: "host-a".to_owned(),
     };
     let bytes = b.finish(&header);

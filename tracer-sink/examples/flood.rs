@@ -1,6 +1,7 @@
 //! Load generator for the sink benchmark: N sender threads, each a
 //! simulated agent, send valid datagrams of TX events (MTU-sized by
-//! default) to a sink, flat out or paced to a total event rate.
+//! default) to a sink, flat out or paced to a total event rate, tagged
+//! with `--key-file` as a keyed agent's are.
 //!
 //! ```text
 //! cargo run --release -p tracer-sink --example flood -- \
@@ -12,7 +13,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tracer_codec::{DatagramBuilder, DatagramHeader, TxEvent, WIRE_VERSION};
+use tracer_codec::{DatagramBuilder, DatagramHeader, TxEvent, MAC_LEN, WIRE_VERSION};
 
 /// Send valid tracer datagrams to a sink as fast as asked.
 #[derive(Debug, Parser)]
@@ -32,6 +33,10 @@ struct Args {
     /// Total events per second over all senders; 0 = as fast as possible.
     #[arg(long, default_value_t = 0)]
     rate: u64,
+    /// Tag every datagram with this key file, as an agent with
+    /// `--key-file` does (the tag is computed for every datagram sent).
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<std::path::PathBuf>,
 }
 
 const RECORD: usize = 4 + TxEvent::BODY_LEN;
@@ -42,7 +47,13 @@ struct Sent {
     send_errors: u64,
 }
 
-fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Result<Sent> {
+fn sender(
+    args: &Args,
+    key: Option<&tracer_auth::MacKey>,
+    idx: usize,
+    events: u64,
+    start_ns: u64,
+) -> std::io::Result<Sent> {
     let sock = UdpSocket::bind(if args.target.is_ipv4() {
         "0.0.0.0:0"
     } else {
@@ -59,11 +70,26 @@ fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Resul
         clock_source: 0,
         clock_state: 3,
         event_count: 0,
+        flags: 0,
+        incarnation: u64::from(std::process::id()) << 8 | idx as u64 | 1 << 63,
         hostname: host.clone(),
     };
     // Build one full datagram as a template; patch the header and the
     // timestamps per send so the generator stays cheap.
-    let mut b = DatagramBuilder::new(&host, args.datagram_size);
+    let builder = || {
+        let b = DatagramBuilder::new(&host, args.datagram_size);
+        if key.is_some() {
+            b.with_mac_room()
+        } else {
+            b
+        }
+    };
+    let finish = |b: &mut DatagramBuilder, h: &DatagramHeader| match key {
+        Some(k) => b.finish_with_mac(h, |d| k.tag(d)),
+        None => b.finish(h),
+    };
+    let tag_len = if key.is_some() { MAC_LEN } else { 0 };
+    let mut b = builder();
     let mut ev = TxEvent {
         stage: 2,
         family: 4,
@@ -78,8 +104,8 @@ fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Resul
         ev.cookie += 1;
         per += 1;
     }
-    let template = b.finish(&header);
-    let hl = template.len() - per as usize * RECORD;
+    let template = finish(&mut b, &header);
+    let hl = template.len() - tag_len - per as usize * RECORD;
     let per_sender_rate = args.rate as f64 / args.senders as f64;
     let t0 = Instant::now();
     let mut sent = Sent {
@@ -91,15 +117,15 @@ fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Resul
     while sent.events < events {
         let n = per.min(events - sent.events);
         let len = if n == per {
-            hl + per as usize * RECORD
+            hl + per as usize * RECORD + tag_len
         } else {
             // Last, short datagram.
-            let mut b = DatagramBuilder::new(&host, args.datagram_size);
+            let mut b = builder();
             for _ in 0..n {
                 b.push_tx(&ev);
             }
             header.event_count = n as u16;
-            buf = b.finish(&header);
+            buf = finish(&mut b, &header);
             buf.len()
         };
         buf[32..40].copy_from_slice(&header.seq.to_le_bytes());
@@ -108,6 +134,12 @@ fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Resul
             let ts = start_ns + (sent.events + k as u64) * 1000 + idx as u64;
             let o = hl + k * RECORD + 4 + 8;
             buf[o..o + 8].copy_from_slice(&ts.to_le_bytes());
+        }
+        // The tag covers what was just patched: computed per datagram, as
+        // a keyed agent does.
+        if let Some(k) = key {
+            let t = k.tag(&buf[..len - MAC_LEN]);
+            buf[len - MAC_LEN..len].copy_from_slice(&t);
         }
         loop {
             match sock.send_to(&buf[..len], args.target) {
@@ -134,6 +166,14 @@ fn sender(args: &Args, idx: usize, events: u64, start_ns: u64) -> std::io::Resul
 
 fn main() -> std::io::Result<()> {
     let args = Args::parse();
+    let key = match &args.key_file {
+        Some(p) => Some(
+            tracer_auth::SharedKey::load(p)
+                .map_err(std::io::Error::other)?
+                .mac_key(tracer_auth::Purpose::Datagram),
+        ),
+        None => None,
+    };
     let senders = args.senders.max(1);
     let start_ns = tracer_sink::SinkClock::System.now_ns();
     let t0 = Instant::now();
@@ -143,7 +183,8 @@ fn main() -> std::io::Result<()> {
                 let share = args.events / senders as u64
                     + u64::from((i as u64) < args.events % senders as u64);
                 let args = &args;
-                s.spawn(move || sender(args, i, share, start_ns))
+                let key = key.as_ref();
+                s.spawn(move || sender(args, key, i, share, start_ns))
             })
             .collect();
         handles

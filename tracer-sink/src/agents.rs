@@ -2,8 +2,10 @@
 //! (sequence tracking itself is in [`crate::seq`], admission limits in
 //! [`crate::limits`]).
 //!
-//! An agent is keyed by `(agent_id, boot_id)`: an agent restart picks a new
-//! random `agent_id`, so it shows up as a new agent (a new pcapng interface).
+//! An agent is keyed by `(agent_id, boot_id, incarnation)`: an agent
+//! restart picks a new random incarnation (and, unless `--agent-id` is
+//! fixed, a new `agent_id`), so it shows up as a new agent (a new pcapng
+//! interface) whose sequence numbers start again.
 //!
 //! The table is bounded: new agents are admitted at a limited rate per
 //! source address and overall ([`crate::limits`]), at most [`MAX_AGENTS`]
@@ -29,6 +31,19 @@ pub struct AgentKey {
     pub agent_id: u64,
     /// The agent host's boot id.
     pub boot_id: [u8; 16],
+    /// Random per agent process start (0 from a version-1 agent).
+    pub incarnation: u64,
+}
+
+impl AgentKey {
+    /// The key of the agent that sent `h`.
+    pub fn of(h: &DatagramHeaderRef<'_>) -> Self {
+        AgentKey {
+            agent_id: h.agent_id,
+            boot_id: h.boot_id,
+            incarnation: h.incarnation,
+        }
+    }
 }
 
 /// Largest number of live agents; datagrams of further new agents are
@@ -228,6 +243,11 @@ impl AgentTable {
         self.gap_ranges
     }
 
+    /// The index of a live agent.
+    pub fn index_of(&self, key: &AgentKey) -> Option<u32> {
+        self.by_key.get(key).copied()
+    }
+
     /// Account a validated datagram header from `src` received at `now`
     /// (read in place, no allocation unless the agent or its host name is
     /// new).
@@ -237,10 +257,7 @@ impl AgentTable {
         src: SocketAddr,
         now: Instant,
     ) -> Observation {
-        let key = AgentKey {
-            agent_id: h.agent_id,
-            boot_id: h.boot_id,
-        };
+        let key = AgentKey::of(h);
         let (index, is_new) = match self.by_key.get(&key) {
             Some(&i) => (i, false),
             None => {
@@ -397,6 +414,8 @@ mod tests {
             clock_source: 0,
             clock_state: 2,
             event_count: 3,
+            flags: 0,
+            incarnation: 0,
             hostname: "a".into(),
         };
         assert_eq!(
@@ -440,6 +459,8 @@ mod tests {
             clock_source: 0,
             clock_state: 2,
             event_count: 1,
+            flags: 0,
+            incarnation: 0,
             hostname: "h".into(),
         }
     }

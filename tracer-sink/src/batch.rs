@@ -158,6 +158,10 @@ pub(crate) struct AgentInfo {
     pub host: String,
     /// Clock source wire value at first sight.
     pub clock_source: u8,
+    /// Incarnation (0 from a version-1 agent).
+    pub incarnation: u64,
+    /// Source address of its first datagram.
+    pub source: std::net::SocketAddr,
 }
 
 /// Receive task to writer thread.

@@ -9,6 +9,7 @@ use crate::error::SinkError;
 /// Smallest `rotate_size_bytes` (64 KiB): below it a sink would open a new
 /// file for nearly every write (0 made about ten empty files a second).
 pub const MIN_ROTATE_SIZE: u64 = 64 << 10;
+use crate::peers::SinkKeys;
 
 /// Everything [`crate::run`] needs to know besides the socket.
 ///
@@ -49,6 +50,10 @@ pub struct SinkConfig {
     /// Agents listed one by one in a stats snapshot at most (the ones with
     /// the most events); the others are added up.
     pub stats_max_agents: usize,
+    /// Keys from `--key-file`: only datagrams tagged with the deployment
+    /// key are accepted, replays are refused, acknowledgements are tagged.
+    /// `None` accepts every well-formed datagram (tags unchecked).
+    pub keys: Option<SinkKeys>,
 }
 
 impl SinkConfig {
@@ -99,6 +104,7 @@ impl SinkConfig {
             clock: SinkClock::System,
             agent_idle_timeout: Some(Self::DEFAULT_AGENT_IDLE_TIMEOUT),
             stats_max_agents: Self::DEFAULT_STATS_MAX_AGENTS,
+            keys: None,
         }
     }
 }

@@ -6,8 +6,8 @@
 //! `127.0.0.1:0`. Data path:
 //!
 //! ```text
-//! UDP socket -> receive task (tokio): recvmmsg, DatagramView::parse,
-//!               per-agent sequence
+//! UDP socket -> receive task (tokio): recvmmsg, tag check (with a key),
+//!               DatagramView::parse, per-agent sequence, acks back
 //!            -> batches over a bounded channel (recycled through a pool)
 //!            -> writer thread: reorder buffer (time buckets) -> pcapng
 //!               (SHB/IDB/ISB by pcap-file, EPBs encoded in place) -> files
@@ -42,6 +42,7 @@ pub mod config;
 pub mod error;
 pub mod limits;
 mod pcapng;
+pub mod peers;
 mod receiver;
 pub mod reorder;
 pub mod seq;
@@ -63,6 +64,7 @@ pub use crate::config::{
 };
 pub use crate::error::SinkError;
 pub use crate::pcapng::{interface_description, EPB_PACKETID};
+pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
 pub use crate::stats::{AgentStats, SinkStats};
 
@@ -98,14 +100,25 @@ pub async fn run_with_reporter(
 ) -> Result<SinkStats, SinkError> {
     config.validate()?;
     config::prepare_output_dir(&config.output_dir)?;
-    let shared = Arc::new(stats::Shared::new(config.stats_max_agents));
+    let shared = Arc::new(stats::Shared::new(
+        config.keys.clone(),
+        config.stats_max_agents,
+    ));
     let pool = Arc::new(batch::BatchPool::default());
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_BATCHES);
+    // The writer acknowledges what it committed at once, on a duplicate of
+    // the socket: an ack that waited for the receive task's next tick could
+    // be lost with a killed sink although its events are in the file.
+    let ack_socket = socket2::SockRef::from(&socket)
+        .try_clone()
+        .map(std::net::UdpSocket::from)
+        .map_err(|e| tracing::warn!(error = %e, "no socket for immediate acknowledgements"))
+        .ok();
     let writer = {
         let cfg = config.clone();
         let shared = Arc::clone(&shared);
         let pool = Arc::clone(&pool);
-        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, pool, rx))
+        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, pool, rx, ack_socket))
     };
     let recv = receiver::receive(
         &socket,

@@ -11,7 +11,7 @@ use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
 use tracer_sink::{
     bind_udp, parse_rcvbuf, parse_rotate_size, prepare_output_dir, SinkClock, SinkConfig,
-    SinkError, SinkStats,
+    SinkError, SinkKeys, SinkStats,
 };
 
 const AFTER_HELP: &str = "\
@@ -129,6 +129,17 @@ struct Cli {
     /// the others are added up in one line (`agents_not_listed` in JSON).
     #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_STATS_MAX_AGENTS)]
     stats_max_agents: usize,
+    /// The deployment's shared key file (the same file on every agent; make
+    /// one with `head -c 32 /dev/urandom > nettrace.key && chmod 600
+    /// nettrace.key`). Only datagrams tagged with it are accepted: untagged
+    /// ones are rejected as `auth_missing`, wrongly tagged or altered ones as
+    /// `auth_bad`, replayed ones as `replay`. Acknowledgements to the agents
+    /// and the clock responder's answers are tagged too, and the responder
+    /// answers only tagged requests. Without it every well-formed datagram is
+    /// accepted (tags are not checked). The file must be private to its owner
+    /// (mode 0600 or 0400); the key is never printed.
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -180,7 +191,14 @@ fn bind_hint(e: &SinkError) -> &'static str {
 }
 
 async fn serve(cli: Cli) -> Result<()> {
+    let keys = match &cli.key_file {
+        Some(path) => Some(SinkKeys::from_shared(
+            &tracer_auth::SharedKey::load(path).context("--key-file")?,
+        )),
+        None => None,
+    };
     let mut config = SinkConfig {
+        keys: keys.clone(),
         file_prefix: cli.file_prefix.clone(),
         rotate_size_bytes: cli.rotate_size,
         rotate_interval: cli
@@ -210,7 +228,8 @@ async fn serve(cli: Cli) -> Result<()> {
             anyhow::bail!("{e}: {why}; {}", bind_hint(&e));
         }
     };
-    tracing::info!(listen = %cli.listen, output = %cli.output.display(), rcvbuf = actual, "tracer-sink started");
+    tracing::info!(listen = %cli.listen, output = %cli.output.display(), rcvbuf = actual,
+        authenticated = cli.key_file.is_some(), "tracer-sink started");
     // The sink's clock: raw CLOCK_TAI for `--clock system` without a
     // responder; otherwise a global clock disciplined to `--clock`, which
     // the responder serves and which stamps events of unknown kinds.
@@ -236,6 +255,7 @@ async fn serve(cli: Cli) -> Result<()> {
             Some(ResponderConfig {
                 listen,
                 hw_iface: cli.clock_hw_iface.clone(),
+                auth: keys.as_ref().map(|k| k.clock.clone()),
             })
         };
         Some(

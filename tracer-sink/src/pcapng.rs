@@ -62,6 +62,9 @@ pub(crate) struct WriteFailure {
     /// Events of the failed write that did reach the file (the whole
     /// blocks that fitted before the error).
     pub written_events: u64,
+    /// `written_events` per agent index (what each agent is told was
+    /// delivered; the rest of its events in the write are lost).
+    pub written_by_agent: Vec<(u32, u64)>,
     /// Bytes the file keeps on disk (0 when it was removed).
     pub file_bytes: u64,
     /// The file held no event and was removed, so that retries on a full
@@ -127,6 +130,8 @@ fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
             InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
                 a.agent_id,
                 a.clock_source,
+                a.incarnation,
+                a.source,
             ))),
             // Without it readers assume microseconds (platform-facts.md).
             InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
@@ -134,10 +139,17 @@ fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
     }
 }
 
-/// `if_description` of an agent's interface.
-pub fn interface_description(agent_id: u64, clock_source: u8) -> String {
+/// `if_description` of an agent's interface: its id, clock source,
+/// incarnation and the source address of its first datagram (a later
+/// change is counted in the interface statistics).
+pub fn interface_description(
+    agent_id: u64,
+    clock_source: u8,
+    incarnation: u64,
+    source: std::net::SocketAddr,
+) -> String {
     format!(
-        "agent {agent_id:016x} clock {}",
+        "agent {agent_id:016x} clock {} incarnation {incarnation:016x} from {source}",
         crate::stats::clock_source_name(clock_source)
     )
 }
@@ -165,6 +177,34 @@ fn whole_blocks(buf: &[u8], limit: usize) -> (usize, u64) {
     }
     (off, epbs)
 }
+
+/// Enhanced packet blocks in `blocks` (whole blocks) per agent index.
+fn epbs_by_agent(spans: &[(u32, Option<Span>)], blocks: &[u8]) -> Vec<(u32, u64)> {
+    let mut out: Vec<(u32, u64)> = Vec::new();
+    let mut off = 0usize;
+    let word = |at: usize| {
+        blocks
+            .get(at..at + 4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    while off + 12 <= blocks.len() {
+        let len = word(off + 4) as usize;
+        if len < 12 {
+            break;
+        }
+        if word(off) == EPB_TYPE {
+            if let Some(&(agent, _)) = spans.get(word(off + 8) as usize) {
+                match out.iter_mut().find(|(a, _)| *a == agent) {
+                    Some((_, n)) => *n += 1,
+                    None => out.push((agent, 1)),
+                }
+            }
+        }
+        off += len;
+    }
+    out
+}
+
 /// Option code of `opt_comment`.
 const OPT_COMMENT: u16 = 1;
 
@@ -431,6 +471,7 @@ impl TraceFile {
             return Ok(events);
         };
         let (keep, kept_events) = whole_blocks(buf, done);
+        let written_by_agent = epbs_by_agent(&self.spans, &buf[..keep]);
         buf.clear();
         self.pending_events = 0;
         self.committed += keep as u64;
@@ -444,6 +485,7 @@ impl TraceFile {
         Err(WriteFailure {
             lost_events: events - kept_events,
             written_events: kept_events,
+            written_by_agent,
             file_bytes: self.committed,
             removed,
             error: SinkError::Io {
@@ -556,6 +598,8 @@ mod tests {
             agent_id: 0x1234_5678_9abc_def0 + u64::from(index),
             host: host.to_owned(),
             clock_source: 1,
+            incarnation: 7,
+            source: "127.0.0.1:9".parse().unwrap(),
         }
     }
 

@@ -3,7 +3,10 @@
 //!
 //! It never panics on network input: every datagram goes through
 //! `DatagramView::parse` (validated whole, read in place, nothing
-//! allocated), and a rejected one only bumps a counter.
+//! allocated), and a rejected one only bumps a counter. With a key, the
+//! tag is checked right after the header, before any record is read, and
+//! replays are refused by a window per agent incarnation ([`crate::peers`]).
+//! It also sends the agents their acknowledgements, from the same socket.
 
 use std::future::Future;
 use std::io::ErrorKind;
@@ -14,13 +17,14 @@ use std::time::{Duration, Instant};
 use clocksync::exchange::sockaddr_to_std;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::Sender;
-use tracer_codec::DatagramView;
+use tracer_codec::{DatagramHeaderRef, DatagramView};
 
-use crate::agents::{has_control, Observation};
+use crate::agents::{has_control, AgentKey, Observation};
 use crate::batch::{AgentInfo, Batch, BatchPool, EventMeta, ToWriter};
 use crate::clock::SinkClock;
 use crate::error::SinkError;
 use crate::limits::WarnEvery;
+use crate::peers::{check_tag, fingerprint, worth_logging, SourceChange};
 use crate::stats::{Shared, SharedState};
 
 /// Events per batch before it is handed over even if the socket has more.
@@ -199,7 +203,14 @@ impl Receiver {
         self.hand_over(tx).await?;
         let (gone, live) = {
             let mut st = shared.lock();
-            let gone = st.agents.expire(now, idle);
+            let mut gone = st.agents.expire(now, idle);
+            // The peer (replay window, sources, delivery) goes with its
+            // agent; its part of the last ISB comment is kept.
+            for a in &mut gone {
+                if let Some(p) = st.peers.remove(a.index) {
+                    a.comment.push_str(&p.isb_comment());
+                }
+            }
             (gone, st.agents.agents.len())
         };
         if !gone.is_empty() {
@@ -254,13 +265,34 @@ fn handle_datagram(
     arrived: Instant,
 ) {
     st.rx.datagrams_received += 1;
+    let reject = |st: &mut SharedState, reason: &'static str, what: &dyn std::fmt::Display| {
+        tracing::debug!(%src, reason, error = %what, "rejected datagram");
+        st.rx.reject(src, reason);
+    };
+    // The header alone first: with a key, nothing else of an
+    // unauthenticated datagram is looked at.
+    let h = match DatagramHeaderRef::parse(bytes) {
+        Ok((h, _)) => h,
+        Err(e) => return reject(st, e.reason(), &e),
+    };
+    match st.peers.keys() {
+        Some(k) => {
+            if let Some(reason) = check_tag(&k.datagram, bytes, &h) {
+                return reject(st, reason, &"no valid tag for the sink's key");
+            }
+        }
+        None if h.has_mac() => {
+            if st.rx.tags_unchecked == 0 {
+                tracing::warn!(%src, "agents tag their datagrams but this sink has no --key-file: \
+                    the tags are not checked (start the sink with the agents' key file to refuse forgeries)");
+            }
+            st.rx.tags_unchecked += 1;
+        }
+        None => {}
+    }
     let d = match DatagramView::parse(bytes) {
         Ok(d) => d,
-        Err(e) => {
-            tracing::debug!(%src, reason = e.reason(), error = %e, "rejected datagram");
-            st.rx.reject(src, e.reason());
-            return;
-        }
+        Err(e) => return reject(st, e.reason(), &e),
     };
     let h = d.header();
     let Out {
@@ -268,37 +300,93 @@ fn handle_datagram(
         new_agents,
         warn,
     } = out;
-    let index = match st.agents.observe(h, src, arrived) {
-        Observation::Reject(reason) => {
-            tracing::debug!(%src, reason, seq = h.seq, agent_id = h.agent_id, "rejected datagram");
-            st.rx.reject(src, reason);
-            if LIMIT_REASONS.contains(&reason) {
-                warn.note(reason, arrived);
-            }
-            return;
+    // Order matters: the tag (above) and the replay window (here) come
+    // before the agent table, so a forged or replayed datagram neither
+    // spends new-agent admission budget nor moves an agent's sequence.
+    let known = st.agents.index_of(&AgentKey::of(h));
+    let fp = fingerprint(&d);
+    let mut conflict = false;
+    if let Some(p) = known.and_then(|i| st.peers.get(i)) {
+        if !p.is_fresh(h.seq) {
+            return reject(
+                st,
+                "replay",
+                &format_args!("datagram {} seen before", h.seq),
+            );
         }
-        Observation::Accept { index, is_new } => {
-            if is_new {
+        // Without a key a forgery cannot be refused; one that took a
+        // sequence number first must not make the real datagram with
+        // that number vanish as a "duplicate". Both are kept.
+        conflict = st.peers.keys().is_none() && p.conflicts_with(h.seq, fp);
+    }
+    let index = match (conflict, known) {
+        (true, Some(index)) => {
+            let p = st.peers.get(index);
+            let n = p.map_or(0, |p| p.seq_conflicts) + 1;
+            if worth_logging(n) {
                 let host = st
                     .agents
                     .agents
                     .get(&index)
-                    .map(|a| a.host.clone())
-                    .unwrap_or_default();
-                tracing::info!(%src, %host, agent_id = %format_args!("{:016x}", h.agent_id), "new agent");
-                new_agents.push(AgentInfo {
-                    index,
-                    agent_id: h.agent_id,
-                    host,
-                    clock_source: h.clock_source,
-                });
+                    .map(|a| a.host.as_str())
+                    .unwrap_or("");
+                tracing::warn!(%src, agent_id = %format_args!("{:016x}", h.agent_id), host,
+                    seq = h.seq, conflicts = n, known_source = ?p.map(|p| p.source),
+                    "two different datagrams with one sequence number: one is forged (no --key-file to tell which); both are kept");
             }
             index
         }
+        _ => match st.agents.observe(h, src, arrived) {
+            Observation::Reject(reason) => {
+                if LIMIT_REASONS.contains(&reason) {
+                    warn.note(reason, arrived);
+                }
+                return reject(
+                    st,
+                    reason,
+                    &format_args!("seq {} of agent {:016x}", h.seq, h.agent_id),
+                );
+            }
+            Observation::Accept { index, is_new } => {
+                if is_new {
+                    let host = st
+                        .agents
+                        .agents
+                        .get(&index)
+                        .map(|a| a.host.clone())
+                        .unwrap_or_default();
+                    tracing::info!(%src, %host, agent_id = %format_args!("{:016x}", h.agent_id),
+                        incarnation = %format_args!("{:016x}", h.incarnation),
+                        preceding_events = h.first_event_seq, "new agent");
+                    new_agents.push(AgentInfo {
+                        index,
+                        agent_id: h.agent_id,
+                        host,
+                        clock_source: h.clock_source,
+                        incarnation: h.incarnation,
+                        source: src,
+                    });
+                }
+                index
+            }
+        },
     };
     if has_control(h.hostname) {
         st.rx.hostnames_sanitized += 1;
         warn.note("hostname_sanitized", arrived);
+    }
+    if let SourceChange::Changed { from, count } = st.peers.accepted(index, h, fp, src, conflict) {
+        if worth_logging(count) {
+            let host = st
+                .agents
+                .agents
+                .get(&index)
+                .map(|a| a.host.as_str())
+                .unwrap_or("");
+            tracing::warn!(%src, %from, changes = count, agent_id = %format_args!("{:016x}", h.agent_id),
+                host, authenticated = st.peers.keys().is_some(),
+                "an agent's datagrams now come from another source address");
+        }
     }
     st.rx.datagrams_accepted += 1;
     st.rx.events_accepted += u64::from(h.event_count);
@@ -323,6 +411,24 @@ fn handle_datagram(
             clock_state: h.clock_state,
         });
     }
+}
+
+/// Send every acknowledgement that is due, without waiting: one that does
+/// not fit the socket's send buffer now is sent with the next round.
+fn send_acks(socket: &UdpSocket, shared: &Shared) {
+    let acks = {
+        let mut st = shared.lock();
+        let SharedState { agents, peers, .. } = &mut *st;
+        peers.due_acks(|i| agents.agents.get(&i).map_or(0, |a| a.seq.event_gaps))
+    };
+    let mut sent = 0;
+    for (to, bytes) in acks {
+        match socket.try_send_to(&bytes, to) {
+            Ok(_) => sent += 1,
+            Err(e) => tracing::debug!(%to, error = %e, "acknowledgement not sent"),
+        }
+    }
+    shared.lock().rx.acks_sent += sent;
 }
 
 /// Receive until `shutdown` resolves, then drain what is already queued in
@@ -357,6 +463,7 @@ pub(crate) async fn receive(
                 r.hand_over(&tx).await?;
                 r.housekeeping(&tx, &shared).await?;
                 tx.send(ToWriter::Tick).await.map_err(writer_gone)?;
+                send_acks(socket, &shared);
             }
             ready = socket.readable() => {
                 ready.map_err(|e| SinkError::Io { what: "socket readiness".to_owned(), source: e })?;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tracer_codec::{ClockSource, ClockState, DecodeError};
 
 use crate::agents::{AgentState, AgentTable, AgentTotals, SINK_REASONS};
+use crate::peers::{Peer, PeerTable, SinkKeys, AUTH_REASONS};
 
 /// Distinct source addresses whose rejects are counted separately; the
 /// rest are added up under [`OTHER_SOURCES`] (a spoofed flood must not grow
@@ -68,6 +69,34 @@ pub struct AgentStats {
     /// Gap ranges the sink holds for this agent (bounded).
     #[serde(default)]
     pub gap_ranges: u64,
+    /// Incarnation, 16 hex digits (random per agent start; 0 from a
+    /// version-1 agent).
+    #[serde(default)]
+    pub incarnation: String,
+    /// Source address of its latest accepted datagram.
+    #[serde(default)]
+    pub source: String,
+    /// Times an accepted datagram came from another address than the one
+    /// before (logged at warn).
+    #[serde(default)]
+    pub source_changes: u64,
+    /// Events numbered before the first one this sink received: sent
+    /// before it started, or while no sink listened. Not lost to this
+    /// sink, but in none of its files.
+    #[serde(default)]
+    pub preceding_events: u64,
+    /// Events committed to a file.
+    #[serde(default)]
+    pub delivered_events: u64,
+    /// Events accepted that the sink could not write (part of the sink's
+    /// `sink_write_lost`).
+    #[serde(default)]
+    pub write_lost: u64,
+    /// Datagrams accepted although another one with the same sequence
+    /// number and other content was accepted before (without a key one of
+    /// the two is forged; both are in the file).
+    #[serde(default)]
+    pub seq_conflicts: u64,
 }
 
 impl AgentStats {
@@ -111,6 +140,16 @@ pub struct SinkStats {
     /// and written with `?` in their place).
     #[serde(default)]
     pub hostnames_sanitized: u64,
+    /// Whether datagrams are authenticated (`--key-file`).
+    #[serde(default)]
+    pub authenticated: bool,
+    /// Datagrams that carried a tag this sink could not check (it has no
+    /// key); accepted.
+    #[serde(default)]
+    pub tags_unchecked: u64,
+    /// Acknowledgements sent to agents.
+    #[serde(default)]
+    pub acks_sent: u64,
     /// Rejected datagrams by reason (every reason listed, zeros included).
     pub rejects: BTreeMap<String, u64>,
     /// Rejected datagrams by source address, then reason (non-zero only).
@@ -138,6 +177,8 @@ pub struct SinkStats {
 /// Counters of the receive task.
 #[derive(Debug, Default)]
 pub(crate) struct ReceiveCounters {
+    pub tags_unchecked: u64,
+    pub acks_sent: u64,
     pub datagrams_received: u64,
     pub datagrams_accepted: u64,
     pub events_accepted: u64,
@@ -150,7 +191,11 @@ pub(crate) struct ReceiveCounters {
 impl ReceiveCounters {
     fn new() -> Self {
         let mut c = ReceiveCounters::default();
-        for r in DecodeError::ALL_REASONS.iter().chain(SINK_REASONS) {
+        for r in DecodeError::ALL_REASONS
+            .iter()
+            .chain(SINK_REASONS)
+            .chain(AUTH_REASONS)
+        {
             c.rejects.insert(r, 0);
         }
         c
@@ -185,6 +230,7 @@ pub(crate) struct WriterCounters {
 #[derive(Debug)]
 pub(crate) struct SharedState {
     pub agents: AgentTable,
+    pub peers: PeerTable,
     pub rx: ReceiveCounters,
     pub wr: WriterCounters,
 }
@@ -203,12 +249,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(max_listed: usize) -> Self {
+    pub fn new(keys: Option<SinkKeys>, max_listed: usize) -> Self {
         Shared {
             started: Instant::now(),
             max_listed,
             state: Mutex::new(SharedState {
                 agents: AgentTable::default(),
+                peers: PeerTable::new(keys),
                 rx: ReceiveCounters::new(),
                 wr: WriterCounters::default(),
             }),
@@ -245,10 +292,16 @@ impl Shared {
             bytes_written: wr.bytes_written,
             files: wr.files,
             current_file: wr.current_file.clone(),
+            authenticated: s.peers.keys().is_some(),
+            tags_unchecked: rx.tags_unchecked,
+            acks_sent: rx.acks_sent,
             rejects: own(&rx.rejects),
             hostnames_sanitized: rx.hostnames_sanitized,
             rejects_by_source: by_source,
-            agents: listed.iter().map(|a| agent_stats(a)).collect(),
+            agents: listed
+                .iter()
+                .map(|a| agent_stats(a, s.peers.get(a.index)))
+                .collect(),
             agents_live: s.agents.agents.len() as u64,
             agents_seen: s.agents.admitted(),
             agents_not_listed: not_listed,
@@ -285,7 +338,7 @@ fn select_listed(agents: &AgentTable, max: usize) -> (Vec<&AgentState>, AgentTot
     (listed, not_listed)
 }
 
-fn agent_stats(a: &AgentState) -> AgentStats {
+fn agent_stats(a: &AgentState, p: Option<&Peer>) -> AgentStats {
     AgentStats {
         host: a.host.clone(),
         agent_id: format!("{:016x}", a.key.agent_id),
@@ -307,6 +360,13 @@ fn agent_stats(a: &AgentState) -> AgentStats {
         uncertain_fills: a.uncertain_fills,
         lost_clamped: a.lost_clamped,
         gap_ranges: a.seq.gap_ranges() as u64,
+        incarnation: format!("{:016x}", a.key.incarnation),
+        source: p.map(|p| p.source.to_string()).unwrap_or_default(),
+        source_changes: p.map_or(0, |p| p.source_changes),
+        preceding_events: p.map_or(0, |p| p.preceding_events),
+        delivered_events: p.map_or(0, |p| p.delivered_events),
+        write_lost: p.map_or(0, |p| p.write_lost),
+        seq_conflicts: p.map_or(0, |p| p.seq_conflicts),
     }
 }
 
@@ -369,7 +429,7 @@ impl SinkStats {
         }
         let _ = writeln!(
             o,
-            "{:<20} {:<16} {:<18} {:>10} {:>12} {:>8} {:>10} {:>10} {:>6}",
+            "{:<20} {:<16} {:<18} {:>10} {:>12} {:>8} {:>10} {:>10} {:>6} {:>10} {:>7} {:<21}",
             "HOST",
             "AGENT",
             "CLOCK",
@@ -378,13 +438,16 @@ impl SinkStats {
             "DG_GAPS",
             "EV_GAPS",
             "AGENT_LOST",
-            "DUPS"
+            "DUPS",
+            "PRECEDING",
+            "SRC_CHG",
+            "SOURCE"
         );
         for a in &self.agents {
             let clock = format!("{}/{}", a.clock_source, a.clock_state);
             let _ = writeln!(
                 o,
-                "{:<20} {:<16} {:<18} {:>10} {:>12} {:>8} {:>10} {:>10} {:>6}",
+                "{:<20} {:<16} {:<18} {:>10} {:>12} {:>8} {:>10} {:>10} {:>6} {:>10} {:>7} {:<21}",
                 a.host,
                 a.agent_id,
                 clock,
@@ -393,7 +456,10 @@ impl SinkStats {
                 a.datagram_gaps,
                 a.event_gaps,
                 a.agent_lost,
-                a.duplicates
+                a.duplicates,
+                a.preceding_events,
+                a.source_changes,
+                a.source
             );
         }
         for (what, t) in [

@@ -5,10 +5,10 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use clocksync::exchange::{spawn_responder, ExchangeStats, PhcMap, Responder, StampMode};
+use clocksync::exchange::{ExchangeStats, PhcMap, Responder, StampMode};
 use clocksync::{
-    ClockError, Discipline, GlobalClock, ReferenceClock, Servo, ServoConfig, ServoKind,
-    SourceOptions, SourceSpec, Worker,
+    ClockError, Discipline, FrequencyLimit, GlobalClock, ReferenceClock, Servo, ServoConfig,
+    ServoKind, SourceOptions, SourceSpec, Worker,
 };
 
 /// Where and how the exchange responder answers.
@@ -19,6 +19,9 @@ pub struct ResponderConfig {
     /// Stamp with this interface's NIC hardware stamps instead of the
     /// kernel's software stamps.
     pub hw_iface: Option<String>,
+    /// Answer only requests tagged with this key and tag the answers
+    /// (the clock exchange key of `--key-file`).
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 /// A running clock service. Dropping it stops its threads.
@@ -83,9 +86,15 @@ impl ClockService {
                     spec: spec.to_string(),
                     source,
                 })?;
+        // As phc2sys does: the servo's clamp follows the clock's own limit.
+        let clock_max_freq_ppb = spec
+            .max_freq_ppb()
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot read the clock's frequency limit; using the servo's fallback"))
+            .ok();
         let cfg = ServoConfig {
             interval_s: interval.as_secs_f64(),
             hardware_timestamps: source.hardware_stamped(),
+            clock_max_freq_ppb,
             ..Default::default()
         };
         let clock = GlobalClock::default();
@@ -138,10 +147,14 @@ fn start_responder(
     };
     let sock = UdpSocket::bind(cfg.listen).map_err(bind_err)?;
     let addr = sock.local_addr().map_err(bind_err)?;
+    let auth = cfg.auth.clone();
     let worker = match &cfg.hw_iface {
-        None => spawn_responder(sock, clock.clone(), StampMode::Kernel),
+        None => Responder::new(sock, clock.clone(), StampMode::Kernel)
+            .map(|r| r.with_auth(auth))
+            .and_then(Responder::spawn),
         Some(iface) => PhcMap::for_interface(iface)
             .and_then(|phc| Responder::with_hardware(sock, clock.clone(), phc))
+            .map(|r| r.with_auth(auth))
             .and_then(Responder::spawn),
     }
     .map_err(|source| ClockServiceError::Responder { addr, source })?;

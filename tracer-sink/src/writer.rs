@@ -41,6 +41,17 @@ pub(crate) struct Writer {
     summarizer: Summarizer,
     /// Where written batches go back to the receive task.
     pool: Arc<BatchPool>,
+    /// Per agent: events encoded into the file's buffer, not yet written
+    /// (they become delivered or lost at the next commit).
+    uncommitted: HashMap<u32, u64>,
+    /// Agents with `uncommitted` events.
+    dirty: Vec<u32>,
+    /// Where acknowledgements go right after a commit.
+    ack_socket: Option<std::net::UdpSocket>,
+    /// Per agent: events it could not write at all since the last publish
+    /// (a full disk loses them at the arrival rate: counted here, handed to
+    /// the shared state once per message, not once per event).
+    lost_pending: Vec<(u32, u64)>,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
@@ -49,6 +60,7 @@ pub(crate) fn run_writer(
     shared: Arc<Shared>,
     pool: Arc<BatchPool>,
     mut rx: Receiver<ToWriter>,
+    ack_socket: Option<std::net::UdpSocket>,
 ) {
     let mut w = Writer {
         pool,
@@ -65,6 +77,10 @@ pub(crate) fn run_writer(
         closed_bytes: 0,
         last_ts: 0,
         summarizer: Summarizer::default(),
+        uncommitted: HashMap::new(),
+        dirty: Vec::new(),
+        ack_socket,
+        lost_pending: Vec::new(),
     };
     w.open_file();
     while let Some(msg) = rx.blocking_recv() {
@@ -90,7 +106,71 @@ fn unix_now_s() -> u64 {
 }
 
 impl Writer {
-    fn publish(&self) {
+    /// One more event of `agent` in the file's buffer.
+    fn note_written(&mut self, agent: u32) {
+        let n = self.uncommitted.entry(agent).or_insert(0);
+        if *n == 0 {
+            self.dirty.push(agent);
+        }
+        *n += 1;
+    }
+
+    /// The buffer was written (`failed`: `None`) or its write failed
+    /// (`failed`: the events per agent that still reached the file): the
+    /// events of every agent in it are now delivered or lost, which is
+    /// what the acknowledgements tell the agents.
+    fn settle(&mut self, failed: Option<&[(u32, u64)]>) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let acks = {
+            let mut st = self.shared.lock();
+            for &a in &self.dirty {
+                let n = self.uncommitted.remove(&a).unwrap_or(0);
+                let delivered = match failed {
+                    None => n,
+                    Some(w) => w
+                        .iter()
+                        .find(|(i, _)| *i == a)
+                        .map_or(0, |&(_, k)| k.min(n)),
+                };
+                st.peers.add_delivery(a, delivered, n - delivered);
+            }
+            let crate::stats::SharedState { agents, peers, .. } = &mut *st;
+            peers.due_acks_for(self.dirty.iter().copied(), |i| {
+                agents.agents.get(&i).map_or(0, |a| a.seq.event_gaps)
+            })
+        };
+        self.dirty.clear();
+        if let Some(sock) = &self.ack_socket {
+            let mut sent = 0;
+            for (to, bytes) in acks {
+                // The socket is non-blocking (tokio's): an ack that does
+                // not fit now goes out with a later one.
+                if sock.send_to(&bytes, to).is_ok() {
+                    sent += 1;
+                }
+            }
+            self.shared.lock().rx.acks_sent += sent;
+        }
+    }
+
+    /// An event of `agent` the sink could not write at all.
+    fn lost_one(&mut self, agent: u32) {
+        self.counters.sink_write_lost += 1;
+        match self.lost_pending.last_mut() {
+            Some((a, n)) if *a == agent => *n += 1,
+            _ => self.lost_pending.push((agent, 1)),
+        }
+    }
+
+    fn publish(&mut self) {
+        if !self.lost_pending.is_empty() {
+            let mut st = self.shared.lock();
+            for (a, n) in self.lost_pending.drain(..) {
+                st.peers.add_delivery(a, 0, n);
+            }
+        }
         self.shared.lock().wr = self.counters.clone();
     }
 
@@ -158,7 +238,10 @@ impl Writer {
         } else if let Some(f) = self.file.as_mut() {
             // Get a quiet sink's events onto disk within a tick.
             match f.commit() {
-                Ok(n) => self.counters.events_written += n,
+                Ok(n) => {
+                    self.counters.events_written += n;
+                    self.settle(None);
+                }
                 Err(fail) => self.on_failure(fail),
             }
             self.sync_bytes();
@@ -200,17 +283,14 @@ impl Writer {
         }
         let m = b.events[i];
         let Some(iface) = self.ensure_interface(m.agent) else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let rec = b.record(i);
         let Some(agent) = self.agents.get(&m.agent) else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let Some(file) = self.file.as_mut() else {
-            self.counters.sink_write_lost += 1;
-            return;
+            return self.lost_one(m.agent);
         };
         let comments = self.cfg.comments;
         let summarizer = &mut self.summarizer;
@@ -238,15 +318,19 @@ impl Writer {
                 }
             },
         );
-        if let Err(e) = written {
-            tracing::error!(error = &e as &dyn std::error::Error, "cannot encode event");
-            self.counters.sink_write_lost += 1;
-            return;
-        }
-        match file.maybe_commit() {
+        let commit = match written {
+            Ok(()) => file.maybe_commit(),
+            Err(e) => {
+                tracing::error!(error = &e as &dyn std::error::Error, "cannot encode event");
+                return self.lost_one(m.agent);
+            }
+        };
+        self.note_written(m.agent);
+        match commit {
             Ok(0) => {}
             Ok(n) => {
                 self.counters.events_written += n;
+                self.settle(None);
                 self.sync_bytes();
             }
             Err(fail) => return self.on_failure(fail),
@@ -285,6 +369,7 @@ impl Writer {
     fn on_failure(&mut self, fail: WriteFailure) {
         self.counters.sink_write_lost += fail.lost_events;
         self.counters.events_written += fail.written_events;
+        self.settle(Some(&fail.written_by_agent));
         let path = self
             .file
             .as_ref()
@@ -371,7 +456,12 @@ impl Writer {
             agent: a.index,
             ifrecv: self.received.get(&a.index).copied().unwrap_or(0),
             ifdrop: a.ifdrop(),
-            comment: a.isb_comment(),
+            // The peer's part: preceding_events, incarnation, sources,
+            // conflicts (see `Peer::isb_comment`).
+            comment: match s.peers.get(a.index) {
+                Some(p) => a.isb_comment() + &p.isb_comment(),
+                None => a.isb_comment(),
+            },
         }));
         v
     }
@@ -384,6 +474,7 @@ impl Writer {
         match f.close(&isbs, self.cfg.clock.now_ns()) {
             Ok(n) => {
                 self.counters.events_written += n;
+                self.settle(None);
                 self.closed_bytes += len;
                 tracing::info!(file = %path, bytes = len, "closed trace file");
             }
@@ -392,6 +483,7 @@ impl Writer {
                 self.closed_bytes += fail.file_bytes;
                 self.counters.sink_write_lost += fail.lost_events;
                 self.counters.events_written += fail.written_events;
+                self.settle(Some(&fail.written_by_agent));
                 self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
                 tracing::error!(file = %path, error = &fail.error as &dyn std::error::Error, lost_events = fail.lost_events,
                     removed = fail.removed,

@@ -29,7 +29,12 @@ fn bad_datagrams(a: &mut SimAgent) -> Vec<(&'static str, Vec<u8>)> {
     v.push(("bad_magic", vec![0xABu8; 300]));
     v.push(("bad_version", {
         let mut d = good(a);
-        d[4..6].copy_from_slice(&2u16.to_le_bytes());
+        d[4..6].copy_from_slice(&3u16.to_le_bytes());
+        d
+    }));
+    v.push(("bad_flags", {
+        let mut d = good(a);
+        d[61] = 0x80; // a flag this build does not know
         d
     }));
     v.push(("bad_header_len", {
@@ -39,7 +44,7 @@ fn bad_datagrams(a: &mut SimAgent) -> Vec<(&'static str, Vec<u8>)> {
     }));
     v.push(("bad_hostname", {
         let mut d = good(a);
-        d[61] = 0xFF; // first hostname byte: not UTF-8
+        d[tracer_codec::HEADER_FIXED_LEN] = 0xFF; // first hostname byte: not UTF-8
         d
     }));
     v.push(("truncated_record", {

@@ -216,3 +216,54 @@ fn a_read_only_output_directory_is_refused_at_start() {
     assert!(!err.contains("tracer-sink started"), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
 }
+
+/// `--key-file` of a file others may read is refused at start with one
+/// line that says what to do, and the key never appears in any output; a
+/// private one runs and logs that datagrams are authenticated.
+#[test]
+fn key_file_permissions_are_checked_and_the_key_never_printed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("nettrace.key");
+    std::fs::write(&key, b"SECRET-KEY-0123456789-abcdef").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tracer-sink"))
+        .args(["--listen", "127.0.0.1:0", "--output"])
+        .arg(dir.path().join("out"))
+        .arg("--key-file")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("chmod 600"), "{err}");
+    assert!(err.contains("0644"), "{err}");
+    assert_eq!(err.matches("tracer-sink: error").count(), 1, "{err}");
+    assert!(!err.contains("SECRET") && !String::from_utf8_lossy(&out.stdout).contains("SECRET"));
+
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let sink = SinkBin::start(
+        &dir.path().join("out"),
+        &[
+            "--json",
+            "--stats-interval",
+            "0",
+            "--key-file",
+            key.to_str().unwrap(),
+        ],
+        Stdio::piped(),
+    );
+    let tx = sender();
+    tx.send_to(
+        &SimAgent::new(1, "unkeyed").datagram(&[tx_event(BASE_NS, 1, 1)]),
+        ("127.0.0.1", sink.port),
+    )
+    .unwrap();
+    let (status, log, stdout) = sink.stop();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("authenticated=true"), "{log}");
+    assert!(!log.contains("SECRET") && !stdout.contains("SECRET"));
+    let stats: SinkStats = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(stats.rejects["auth_missing"], 1);
+    assert_eq!(stats.events_written, 0);
+}

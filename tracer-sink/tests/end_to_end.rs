@@ -103,7 +103,12 @@ async fn three_agents_round_trip() {
         let clock = ["system", "phc", "sink"][a.clock_source as usize];
         assert_eq!(
             idb_desc(idb),
-            format!("agent {:016x} clock {clock}", a.agent_id)
+            format!(
+                "agent {:016x} clock {clock} incarnation {:016x} from {}",
+                a.agent_id,
+                a.incarnation,
+                tx.local_addr().unwrap()
+            )
         );
         assert_eq!(
             idb.ts_resolution(),

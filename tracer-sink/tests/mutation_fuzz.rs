@@ -63,6 +63,8 @@ fn originals(rng: &mut Rng) -> Vec<Vec<u8>> {
                     clock_source: a.clock_source,
                     clock_state: a.clock_state,
                     event_count: 0,
+                    flags: 0,
+                    incarnation: a.incarnation,
                     hostname: a.host.clone(),
                 });
                 a.seq += 1;

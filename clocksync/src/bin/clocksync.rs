@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use clocksync::{
-    Discipline, ErrorInjection, GlobalClock, Servo, ServoConfig, ServoKind, SourceOptions,
-    SourceSpec,
+    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, OscillatorSpec, PiGains, Servo,
+    ServoConfig, ServoKind, SourceOptions, SourceSpec,
 };
 
 /// nettrace clock sync: discipline a software global clock to a source and
@@ -22,9 +22,24 @@ struct Args {
     /// pi|linreg
     #[arg(long, default_value = "pi")]
     servo: ServoKind,
-    /// Update interval, seconds.
+    /// Update interval, seconds (phc2sys's -R is its inverse).
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
+    /// Where the PI gains come from. `phc2sys`: fixed kp 0.7 / ki 0.3 at any
+    /// interval (capped at 1/interval and 2/interval, where the loop would
+    /// turn unstable), so each update does what phc2sys's does. `ptp4l`:
+    /// derived from the interval (kp = 0.7·interval^-0.3 ≤ 0.7/interval,
+    /// ki = 0.3·interval^0.4 ≤ 0.3/interval). Identical at 1 s.
+    #[arg(long, default_value = "phc2sys", value_name = "phc2sys|ptp4l")]
+    pi_gains: PiGains,
+    /// Proportional constant, as phc2sys -P (default: from --pi-gains;
+    /// 0 = derive it from the interval).
+    #[arg(long, value_name = "KP")]
+    pi_kp: Option<f64>,
+    /// Integral constant, as phc2sys -I (default: from --pi-gains;
+    /// 0 = derive it from the interval).
+    #[arg(long, value_name = "KI")]
+    pi_ki: Option<f64>,
     /// Number of updates (0 = until killed).
     #[arg(long, default_value_t = 0)]
     count: u64,
@@ -37,10 +52,18 @@ struct Args {
     /// Step on the first update above this offset, ns (0 = never).
     #[arg(long, default_value_t = ServoConfig::default().first_step_threshold_ns)]
     first_step_threshold_ns: i64,
-    /// Step whenever the offset exceeds this, ns (0 = never).
+    /// Above this offset after the first estimate the servo starts over
+    /// (UNLOCKED, re-estimates the frequency, then steps), as phc2sys -S;
+    /// ns (0 = never).
     #[arg(long, default_value_t = 0)]
     step_threshold_ns: i64,
-    /// Use linuxptp's software-timestamping PI gains.
+    /// Caps the frequency correction, ppb (linuxptp's max_frequency; 0 = no
+    /// cap). The clamp is the reference clock's own limit (a PHC's max_adj,
+    /// the kernel's limit for system clocks and the exchange) below this cap.
+    #[arg(long, default_value_t = clocksync::servo::algorithm::MAX_FREQUENCY_PPB, value_name = "PPB")]
+    max_frequency_ppb: f64,
+    /// Interval-derived PI gains use ptp4l's software-timestamping scales
+    /// (kp 0.1, ki 0.001 at 1 s) instead of the hardware ones.
     #[arg(long)]
     software_gains: bool,
     /// Test only: pretend CLOCK_REALTIME/TAI are off by this much, ns.
@@ -49,10 +72,21 @@ struct Args {
     /// Test only: and drift by this much, ppm.
     #[arg(long, default_value_t = 0.0)]
     inject_clock_drift_ppm: f64,
+    /// Test only: read every clock as a machine on a simulated oscillator
+    /// would (offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]; see
+    /// tracer-agent --help): the servo must learn it.
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
+    simulate_oscillator: Option<OscillatorSpec>,
     /// With `--source sink:IP:PORT`: use this interface's NIC hardware
     /// stamps instead of kernel software stamps.
     #[arg(long, value_name = "IFACE")]
     hw_iface: Option<String>,
+    /// With `--source sink:IP:PORT`: the deployment's shared key file (the
+    /// one the sink was started with). Requests are tagged with it and only
+    /// answers tagged with it are taken. The file must be private to its
+    /// owner (chmod 600).
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -70,18 +104,62 @@ fn run(args: &Args) -> anyhow::Result<()> {
     if !(args.interval > 0.0 && args.interval.is_finite()) {
         bail!("--interval must be a positive number of seconds");
     }
+    let mut pi_gains = args.pi_gains;
+    for (name, value, slot) in [
+        ("--pi-kp", args.pi_kp, &mut pi_gains.kp_const),
+        ("--pi-ki", args.pi_ki, &mut pi_gains.ki_const),
+    ] {
+        if let Some(v) = value {
+            if !(v >= 0.0 && v.is_finite()) {
+                bail!("{name} must be a number >= 0 (0 derives it from the interval)");
+            }
+            *slot = v;
+        }
+    }
+    if !(args.max_frequency_ppb >= 0.0 && args.max_frequency_ppb.is_finite()) {
+        bail!("--max-frequency-ppb must be a number >= 0 (0 = no cap)");
+    }
     let injection =
         ErrorInjection::nonzero(args.inject_clock_offset_ns, args.inject_clock_drift_ppm)?;
+    let auth = match &args.key_file {
+        Some(path) => Some(
+            tracer_auth::SharedKey::load(path)
+                .context("--key-file")?
+                .mac_key(tracer_auth::Purpose::ClockExchange),
+        ),
+        None => None,
+    };
     let source = args
         .source
         .open(&SourceOptions {
             injection,
+            oscillator: args
+                .simulate_oscillator
+                .map(OscillatorSpec::start_now)
+                .transpose()?,
             reads: args.reads,
             hw_iface: args.hw_iface.clone(),
+            auth,
         })
         .with_context(|| format!("opening clock source {}", args.source))?;
+    // As phc2sys does before it creates its servo: ask the clock.
+    let clock_max_freq_ppb = match args.source.max_freq_ppb() {
+        Ok(ppb) => Some(ppb),
+        Err(e) => {
+            eprintln!(
+                "clocksync: cannot read the frequency limit of {} ({:#}); assuming {} ppb",
+                args.source,
+                anyhow::Error::new(e),
+                clocksync::servo::algorithm::FALLBACK_MAX_FREQ_PPB
+            );
+            None
+        }
+    };
     let cfg = ServoConfig {
         interval_s: args.interval,
+        pi_gains,
+        clock_max_freq_ppb,
+        max_frequency_ppb: args.max_frequency_ppb,
         first_step_threshold_ns: args.first_step_threshold_ns,
         step_threshold_ns: args.step_threshold_ns,
         hardware_timestamps: source.hardware_stamped() && !args.software_gains,

@@ -62,7 +62,7 @@ impl LinReg {
     pub fn new(cfg: &ServoConfig) -> Self {
         LinReg {
             interval_s: cfg.interval_s,
-            max_freq_ppb: cfg.max_freq_ppb,
+            max_freq_ppb: cfg.max_freq_ppb(),
             points: Default::default(),
             origin_ns: None,
             err: [None; WINDOW_SIZES.len()],

@@ -30,9 +30,12 @@
 //! * `LOCKED_STABLE`: as LOCKED, and the last `num_offset_values` offsets were
 //!   all under `stable_offset_threshold_ns`.
 //!
-//! In LOCKED, an offset above a non-zero `step_threshold_ns` resets the
-//! algorithm (state UNLOCKED); it re-estimates the frequency and then JUMPs,
-//! as linuxptp does.
+//! Once the algorithm has its estimate (state JUMP, LOCKED or
+//! LOCKED_STABLE), an offset above a non-zero `step_threshold_ns` resets it
+//! (state UNLOCKED); it re-estimates the frequency and then JUMPs. That
+//! includes the sample right after a JUMP (a step that did not take, or a
+//! reference that moved again): linuxptp's `pi.c` checks in its
+//! "estimated" phase, which a JUMP has already entered.
 
 use crate::error::ClockError;
 use crate::servo::algorithm::{AlgoOutput, ServoAlgorithm, ServoConfig};
@@ -187,8 +190,9 @@ impl Servo {
     /// On [`ServoState::Jump`] the caller must step the local clock by
     /// `-offset_ns` (and apply `freq_ppb`); this servo already assumes it did.
     pub fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> ServoOutput {
-        let locked_before = self.state.is_locked();
-        let state = if locked_before && Self::exceeds(self.cfg.step_threshold_ns, offset_ns) {
+        // Past UNLOCKED the algorithm has its estimate (pi.c's count 2).
+        let estimated = self.state != ServoState::Unlocked;
+        let state = if estimated && Self::exceeds(self.cfg.step_threshold_ns, offset_ns) {
             // Too far off to slew: re-estimate, then JUMP (linuxptp does the same).
             self.algo.reset();
             ServoState::Unlocked
@@ -348,6 +352,31 @@ mod tests {
     }
 
     #[test]
+    fn above_step_threshold_right_after_a_jump_resets() {
+        let cfg = ServoConfig {
+            step_threshold_ns: 1_000_000,
+            ..Default::default()
+        };
+        let mut s = servo(cfg);
+        s.sample(0, 0);
+        assert_eq!(s.sample(5_000_000, 1).state, ServoState::Jump);
+        // Still 3 ms off after the step: start over, as pi.c does.
+        assert_eq!(s.sample(3_000_000, 2).state, ServoState::Unlocked);
+        assert_eq!(s.sample(3_000_000, 3).state, ServoState::Unlocked);
+        assert_eq!(s.sample(3_000_000, 4).state, ServoState::Jump);
+        // Below the threshold after a JUMP: LOCKED.
+        assert_eq!(s.sample(999_999, 5).state, ServoState::Locked);
+    }
+
+    #[test]
+    fn without_a_step_threshold_a_jump_is_followed_by_lock() {
+        let mut s = servo(ServoConfig::default());
+        s.sample(0, 0);
+        assert_eq!(s.sample(5_000_000, 1).state, ServoState::Jump);
+        assert_eq!(s.sample(3_000_000, 2).state, ServoState::Locked);
+    }
+
+    #[test]
     fn parse_kind() {
         assert_eq!("pi".parse::<ServoKind>().unwrap(), ServoKind::Pi);
         assert_eq!("linreg".parse::<ServoKind>().unwrap(), ServoKind::LinReg);
@@ -359,8 +388,10 @@ mod tests {
 
     #[test]
     fn too_close_second_sample_waits() {
-        // PI with software gains: ki = 0.001 → estimate over at least 16 s.
+        // PI with ptp4l's software gains: ki = 0.001 → estimate over at
+        // least 16 s.
         let cfg = ServoConfig {
+            pi_gains: crate::servo::algorithm::PiGains::PTP4L,
             hardware_timestamps: false,
             ..Default::default()
         };

@@ -7,5 +7,5 @@ pub mod linreg;
 pub mod machine;
 pub mod pi;
 
-pub use algorithm::{AlgoOutput, ServoAlgorithm, ServoConfig};
+pub use algorithm::{AlgoOutput, PiGains, ServoAlgorithm, ServoConfig};
 pub use machine::{Servo, ServoKind, ServoOutput, ServoState};

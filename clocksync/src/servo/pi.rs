@@ -12,8 +12,11 @@
 //! * Afterwards: `ppb = kp·offset + drift + ki·offset`; if that exceeds the
 //!   clamp it is clamped and the integral is *not* updated (anti-windup),
 //!   else `drift += ki·offset`.
+//! * Gains: phc2sys's constants kp 0.7 / ki 0.3 (default) or ptp4l's
+//!   interval-derived ones ([`PiGains`], [`gains`]). At a 1 s interval
+//!   with hardware scales both give 0.7 / 0.3; elsewhere they differ.
 
-use crate::servo::algorithm::{AlgoOutput, ServoAlgorithm, ServoConfig};
+use crate::servo::algorithm::{AlgoOutput, PiGains, ServoAlgorithm, ServoConfig};
 
 /// linuxptp `HWTS_KP_SCALE`: proportional scale with hardware stamps.
 pub const HW_KP_SCALE: f64 = 0.7;
@@ -40,18 +43,46 @@ pub const FREQ_EST_MAX_INTERVAL_S: f64 = 1000.0;
 /// linuxptp: numerator of the minimum estimation interval (`0.016 / ki`).
 pub const FREQ_EST_KI_NUMERATOR: f64 = 0.016;
 
-/// Gains for an update interval, as linuxptp's `pi_sync_interval`:
-/// `kp = min(kp_scale · interval^-0.3, 0.7 / interval)`,
-/// `ki = min(ki_scale · interval^0.4, 0.3 / interval)`.
-/// At 1 s with hardware stamps: kp = 0.7, ki = 0.3.
-pub fn gains(interval_s: f64, hardware_timestamps: bool) -> (f64, f64) {
+/// linuxptp `MAX_KP_NORM_MAX`: a constant kp is capped at 1.0 / interval.
+pub const CONST_KP_NORM_MAX: f64 = 1.0;
+/// linuxptp `MAX_KI_NORM_MAX`: a constant ki is capped at 2.0 / interval.
+pub const CONST_KI_NORM_MAX: f64 = 2.0;
+
+/// One gain as linuxptp's `pi_sync_interval` computes it:
+/// `scale · interval^exponent`, capped at `norm_max / interval`.
+/// (Same operations in the same order, so the result is bit-identical.)
+fn gain(scale: f64, exponent: f64, norm_max: f64, interval_s: f64) -> f64 {
+    let g = scale * interval_s.powf(exponent);
+    if g > norm_max / interval_s {
+        norm_max / interval_s
+    } else {
+        g
+    }
+}
+
+/// Gains `(kp, ki)` for an update interval, as linuxptp's `pi_servo_create`
+/// and `pi_sync_interval` choose them (see [`PiGains`]): a constant term is
+/// `min(const, norm / interval)` with norm 1.0 (kp) or 2.0 (ki); a zero one
+/// is ptp4l's `min(scale · interval^-0.3, 0.7 / interval)` (kp),
+/// `min(scale · interval^0.4, 0.3 / interval)` (ki).
+///
+/// phc2sys at 4 s: kp = 0.25, ki = 0.3; ptp4l at 4 s: kp = 0.175, ki = 0.075.
+pub fn gains(interval_s: f64, pi_gains: PiGains, hardware_timestamps: bool) -> (f64, f64) {
     let (kp_scale, ki_scale) = if hardware_timestamps {
         (HW_KP_SCALE, HW_KI_SCALE)
     } else {
         (SW_KP_SCALE, SW_KI_SCALE)
     };
-    let kp = (kp_scale * interval_s.powf(KP_EXPONENT)).min(KP_NORM_MAX / interval_s);
-    let ki = (ki_scale * interval_s.powf(KI_EXPONENT)).min(KI_NORM_MAX / interval_s);
+    let kp = if pi_gains.kp_const > 0.0 {
+        gain(pi_gains.kp_const, 0.0, CONST_KP_NORM_MAX, interval_s)
+    } else {
+        gain(kp_scale, KP_EXPONENT, KP_NORM_MAX, interval_s)
+    };
+    let ki = if pi_gains.ki_const > 0.0 {
+        gain(pi_gains.ki_const, 0.0, CONST_KI_NORM_MAX, interval_s)
+    } else {
+        gain(ki_scale, KI_EXPONENT, KI_NORM_MAX, interval_s)
+    };
     (kp, ki)
 }
 
@@ -60,6 +91,7 @@ pub fn gains(interval_s: f64, hardware_timestamps: bool) -> (f64, f64) {
 pub struct PiServo {
     kp: f64,
     ki: f64,
+    pi_gains: PiGains,
     hardware_timestamps: bool,
     max_freq_ppb: f64,
     /// Integral term, linuxptp convention (local rate vs reference), ppb.
@@ -69,14 +101,16 @@ pub struct PiServo {
 }
 
 impl PiServo {
-    /// A PI servo with gains from `cfg.interval_s` and `cfg.hardware_timestamps`.
+    /// A PI servo with gains from `cfg.pi_gains`, `cfg.interval_s` and
+    /// `cfg.hardware_timestamps`.
     pub fn new(cfg: &ServoConfig) -> Self {
-        let (kp, ki) = gains(cfg.interval_s, cfg.hardware_timestamps);
+        let (kp, ki) = gains(cfg.interval_s, cfg.pi_gains, cfg.hardware_timestamps);
         PiServo {
             kp,
             ki,
+            pi_gains: cfg.pi_gains,
             hardware_timestamps: cfg.hardware_timestamps,
-            max_freq_ppb: cfg.max_freq_ppb,
+            max_freq_ppb: cfg.max_freq_ppb(),
             drift_ppb: 0.0,
             first: None,
             estimated: false,
@@ -128,7 +162,9 @@ impl ServoAlgorithm for PiServo {
             return AlgoOutput::Collecting;
         }
         let dt_ns = (local_ts_ns - local0) as f64;
-        let local_diff_s = dt_ns / 1e9 * (1.0 + FREQ_EST_MARGIN);
+        // pi.c's order of operations, so the boundary case matches too.
+        let mut local_diff_s = dt_ns / 1e9;
+        local_diff_s += local_diff_s * FREQ_EST_MARGIN;
         let min_interval_s = (FREQ_EST_KI_NUMERATOR / self.ki).min(FREQ_EST_MAX_INTERVAL_S);
         if local_diff_s < min_interval_s {
             return AlgoOutput::Collecting;
@@ -143,7 +179,7 @@ impl ServoAlgorithm for PiServo {
     }
 
     fn set_interval(&mut self, interval_s: f64) {
-        (self.kp, self.ki) = gains(interval_s, self.hardware_timestamps);
+        (self.kp, self.ki) = gains(interval_s, self.pi_gains, self.hardware_timestamps);
     }
 
     fn stepped(&mut self, _offset_ns: i64) -> f64 {
@@ -162,18 +198,43 @@ impl ServoAlgorithm for PiServo {
 mod tests {
     use super::*;
 
+    const PTP4L: PiGains = PiGains::PTP4L;
+    const PHC2SYS: PiGains = PiGains::PHC2SYS;
+
     #[test]
-    fn gains_follow_linuxptp_rules() {
-        assert_eq!(gains(1.0, true), (0.7, 0.3));
-        assert_eq!(gains(1.0, false), (0.1, 0.001));
+    fn ptp4l_gains_follow_the_interval() {
+        assert_eq!(gains(1.0, PTP4L, true), (0.7, 0.3));
+        assert_eq!(gains(1.0, PTP4L, false), (0.1, 0.001));
         // 8 s interval: kp = 0.7·8^-0.3 = 0.3789 (< 0.7/8? no: 0.0875 wins).
-        let (kp, ki) = gains(8.0, true);
+        let (kp, ki) = gains(8.0, PTP4L, true);
         assert!((kp - 0.0875).abs() < 1e-12, "{kp}");
         assert!((ki - 0.0375).abs() < 1e-12, "{ki}");
         // 1/16 s: kp = 0.7·16^0.3 = 1.6, ki = 0.3·16^-0.4 = 0.0991.
-        let (kp, ki) = gains(1.0 / 16.0, true);
+        let (kp, ki) = gains(1.0 / 16.0, PTP4L, true);
         assert!((kp - 0.7 * 16f64.powf(0.3)).abs() < 1e-12);
         assert!((ki - 0.3 * 16f64.powf(-0.4)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn phc2sys_gains_are_constant_up_to_the_stability_caps() {
+        // phc2sys: kp 0.7 / ki 0.3 at any rate the caps (1.0/interval,
+        // 2.0/interval) allow; the software scales play no part.
+        for hw in [true, false] {
+            assert_eq!(gains(1.0, PHC2SYS, hw), (0.7, 0.3));
+            assert_eq!(gains(0.25, PHC2SYS, hw), (0.7, 0.3));
+            assert_eq!(gains(1.0 / 16.0, PHC2SYS, hw), (0.7, 0.3));
+            // 4 s: kp capped at 1.0/4, ki (0.3 < 2.0/4) is not.
+            assert_eq!(gains(4.0, PHC2SYS, hw), (0.25, 0.3));
+            // 10 s: both capped.
+            assert_eq!(gains(10.0, PHC2SYS, hw), (0.1, 0.2));
+        }
+        // phc2sys -P 0 (only kp from the interval, with hardware scales).
+        let mixed = PiGains {
+            kp_const: 0.0,
+            ki_const: 0.3,
+        };
+        assert_eq!(gains(4.0, mixed, true).1, 0.3);
+        assert_eq!(gains(4.0, mixed, true).0, gains(4.0, PTP4L, true).0);
     }
 
     #[test]
@@ -193,7 +254,7 @@ mod tests {
     #[test]
     fn anti_windup_at_clamp() {
         let cfg = ServoConfig {
-            max_freq_ppb: 1_000.0,
+            clock_max_freq_ppb: Some(1_000.0),
             ..Default::default()
         };
         let mut pi = PiServo::new(&cfg);

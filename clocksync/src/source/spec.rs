@@ -10,6 +10,7 @@ use crate::bracket::ClockId;
 use crate::error::ClockError;
 use crate::source::exchange::client::{ExchangeClient, ExchangeConfig};
 use crate::source::inject::ErrorInjection;
+use crate::source::oscillator::{OnOscillator, Oscillator};
 use crate::source::phc::PhcClock;
 use crate::source::sim::{SimConfig, SimPhc};
 use crate::source::system::SystemClock;
@@ -93,11 +94,16 @@ impl std::fmt::Display for SourceSpec {
 pub struct SourceOptions {
     /// Test-only clock error (realtime/TAI sources and the exchange).
     pub injection: Option<ErrorInjection>,
+    /// Test-only simulated oscillator of this host: every source reads its
+    /// monotonic instants (and system clocks) through it.
+    pub oscillator: Option<Oscillator>,
     /// Readings per sample (0 = default: [`DEFAULT_READS`], or the
     /// exchange's burst size).
     pub reads: usize,
     /// For `sink:`: use this interface's NIC hardware stamps.
     pub hw_iface: Option<String>,
+    /// For `sink:`: authenticate the exchange with this key.
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 impl SourceSpec {
@@ -108,19 +114,32 @@ impl SourceSpec {
         } else {
             opts.reads
         };
+        // A separate clock (PHC, simulated PHC) only sees its monotonic
+        // instants moved by this host's oscillator.
+        let on_osc = |r: Box<dyn ReferenceClock>| -> Box<dyn ReferenceClock> {
+            match &opts.oscillator {
+                Some(o) => Box::new(OnOscillator::new(r, o.clone())),
+                None => r,
+            }
+        };
         Ok(match self {
             SourceSpec::System(id) => Box::new(
                 SystemClock::new(*id)
                     .with_injection(opts.injection)
+                    .with_oscillator(opts.oscillator.clone())
                     .with_reads(reads),
             ),
-            SourceSpec::Phc(path) => Box::new(PhcClock::open(path)?.with_reads(reads)),
-            SourceSpec::Iface(name) => Box::new(PhcClock::for_interface(name)?.with_reads(reads)),
-            SourceSpec::Sim(cfg) => Box::new(SimPhc::new(cfg.clone())),
+            SourceSpec::Phc(path) => on_osc(Box::new(PhcClock::open(path)?.with_reads(reads))),
+            SourceSpec::Iface(name) => {
+                on_osc(Box::new(PhcClock::for_interface(name)?.with_reads(reads)))
+            }
+            SourceSpec::Sim(cfg) => on_osc(Box::new(SimPhc::new(cfg.clone()))),
             SourceSpec::Sink(addr) => {
                 let mut cfg = ExchangeConfig {
                     injection: opts.injection,
+                    oscillator: opts.oscillator.clone(),
                     hw_iface: opts.hw_iface.clone(),
+                    auth: opts.auth.clone(),
                     ..Default::default()
                 };
                 if opts.reads != 0 {

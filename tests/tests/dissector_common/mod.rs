@@ -443,9 +443,24 @@ pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
         .collect()
 }
 
+/// Incarnation of every test agent's datagrams (version 2).
+pub const INCARNATION: u64 = 0x1234_5678_9abc_def1;
+
 /// A real datagram (tracer_codec::DatagramBuilder) holding `events`.
 pub fn datagram(agent: &Agent, seq: u64, lost_events: u64, events: &[Sent]) -> Vec<u8> {
-    let mut b = DatagramBuilder::new(agent.host, 65_000);
+    datagram_with(agent, seq, lost_events, events, WIRE_VERSION, None)
+}
+
+/// [`datagram`] in wire `version`, tagged with `key` when given.
+pub fn datagram_with(
+    agent: &Agent,
+    seq: u64,
+    lost_events: u64,
+    events: &[Sent],
+    version: u16,
+    key: Option<&tracer_auth::MacKey>,
+) -> Vec<u8> {
+    let mut b = DatagramBuilder::for_version(agent.host, 65_000, version).with_mac_room();
     for s in events {
         let (kind, body) = s.record.kind_body();
         let pushed = match &s.record {
@@ -455,8 +470,8 @@ pub fn datagram(agent: &Agent, seq: u64, lost_events: u64, events: &[Sent]) -> V
         };
         assert!(pushed, "record fits");
     }
-    b.finish(&DatagramHeader {
-        version: WIRE_VERSION,
+    let header = DatagramHeader {
+        version,
         agent_id: agent.agent_id,
         boot_id: agent.boot_id,
         seq,
@@ -465,8 +480,14 @@ pub fn datagram(agent: &Agent, seq: u64, lost_events: u64, events: &[Sent]) -> V
         clock_source: agent.clock_source,
         clock_state: agent.clock_state,
         event_count: 0, // set by the builder
+        flags: 0,
+        incarnation: INCARNATION,
         hostname: agent.host.to_owned(),
-    })
+    };
+    match key {
+        Some(k) => b.finish_with_mac(&header, |d| k.tag(d)),
+        None => b.finish(&header),
+    }
 }
 
 /// The pcapng frame payload the sink writes for `s`.

@@ -240,10 +240,23 @@ pub enum ProbeEvent<'a> {
 /// Where a probe's drain puts what it read: events, already on the global
 /// time axis, and the records it refused.
 pub trait Collector {
-    /// A raw CLOCK_MONOTONIC stamp on the global time axis.
+    /// A raw CLOCK_MONOTONIC stamp as this host's clock reads it: the stamp
+    /// itself, unless a simulated oscillator stands for this host's clock
+    /// (`--simulate-oscillator`). Events carry, and convert, this value.
+    fn local_mono(&mut self, raw_ns: u64) -> u64 {
+        raw_ns
+    }
+    /// A raw CLOCK_REALTIME stamp (an skb's software RX stamp) as this
+    /// host's realtime clock reads it (see [`Collector::local_mono`]).
+    fn local_realtime(&mut self, raw_ns: u64) -> u64 {
+        raw_ns
+    }
+    /// A CLOCK_MONOTONIC stamp, as [`Collector::local_mono`] returns it, on
+    /// the global time axis.
     fn global_ns(&self, mono_ns: u64) -> u64;
-    /// A CLOCK_REALTIME stamp (an skb's software RX stamp) on the global
-    /// time axis, through the REALTIME - MONOTONIC offset of this drain.
+    /// A CLOCK_REALTIME stamp, as [`Collector::local_realtime`] returns it,
+    /// on the global time axis, through the REALTIME - MONOTONIC offset of
+    /// this drain.
     fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64;
     /// One event.
     fn event(&mut self, ev: ProbeEvent<'_>);

@@ -18,7 +18,7 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracer_codec::{
-    DatagramBuilder, DatagramHeader, TxEvent, HEADER_FIXED_LEN, RECORD_HEADER_LEN, WIRE_VERSION,
+    DatagramBuilder, DatagramHeader, TxEvent, MAC_LEN, RECORD_HEADER_LEN, WIRE_VERSION,
 };
 use tracer_sink::{SinkConfig, SinkError, SinkStats};
 
@@ -37,6 +37,12 @@ pub struct SimAgent {
     pub event_seq: u64,
     pub lost_events: u64,
     pub max_len: usize,
+    /// Random per process start in a real agent; here derived from the id.
+    pub incarnation: u64,
+    /// Wire version to send (1: an agent of an older build).
+    pub version: u16,
+    /// Tag every datagram with this key.
+    pub key: Option<tracer_auth::MacKey>,
 }
 
 impl SimAgent {
@@ -51,12 +57,37 @@ impl SimAgent {
             event_seq: 0,
             lost_events: 0,
             max_len: 1472,
+            incarnation: agent_id ^ 0x1_0000_0000,
+            version: WIRE_VERSION,
+            key: None,
+        }
+    }
+
+    /// The same agent tagging its datagrams with `key`.
+    pub fn with_key(mut self, key: &tracer_auth::SharedKey) -> Self {
+        self.key = Some(key.mac_key(tracer_auth::Purpose::Datagram));
+        self
+    }
+
+    fn builder(&self) -> DatagramBuilder {
+        let b = DatagramBuilder::for_version(&self.host, self.max_len, self.version);
+        if self.key.is_some() {
+            b.with_mac_room()
+        } else {
+            b
+        }
+    }
+
+    fn frame(&self, mut b: DatagramBuilder) -> Vec<u8> {
+        match &self.key {
+            Some(k) => b.finish_with_mac(&self.header(), |d| k.tag(d)),
+            None => b.finish(&self.header()),
         }
     }
 
     fn header(&self) -> DatagramHeader {
         DatagramHeader {
-            version: WIRE_VERSION,
+            version: self.version,
             agent_id: self.agent_id,
             boot_id: self.boot_id,
             seq: self.seq,
@@ -65,17 +96,19 @@ impl SimAgent {
             clock_source: self.clock_source,
             clock_state: self.clock_state,
             event_count: 0,
+            flags: 0,
+            incarnation: self.incarnation,
             hostname: self.host.clone(),
         }
     }
 
     /// One datagram holding all of `events` (they must fit), advancing seq.
     pub fn datagram(&mut self, events: &[TxEvent]) -> Vec<u8> {
-        let mut b = DatagramBuilder::new(&self.host, self.max_len);
+        let mut b = self.builder();
         for e in events {
             assert!(b.push_tx(e), "event does not fit the datagram");
         }
-        let d = b.finish(&self.header());
+        let d = self.frame(b);
         self.seq += 1;
         self.event_seq += events.len() as u64;
         d
@@ -83,11 +116,11 @@ impl SimAgent {
 
     /// A datagram with raw records `(kind, body)`.
     pub fn datagram_raw(&mut self, recs: &[(u16, Vec<u8>)]) -> Vec<u8> {
-        let mut b = DatagramBuilder::new(&self.host, self.max_len);
+        let mut b = self.builder();
         for (k, body) in recs {
             assert!(b.push_raw(*k, body));
         }
-        let d = b.finish(&self.header());
+        let d = self.frame(b);
         self.seq += 1;
         self.event_seq += recs.len() as u64;
         d
@@ -95,7 +128,8 @@ impl SimAgent {
 
     /// How many TX events fit one datagram of this agent.
     pub fn per_datagram(&self) -> usize {
-        (self.max_len - HEADER_FIXED_LEN - self.host.len())
+        let tag = if self.key.is_some() { MAC_LEN } else { 0 };
+        (self.max_len - tracer_codec::wire::fixed_len(self.version) - self.host.len() - tag)
             / (RECORD_HEADER_LEN + TxEvent::BODY_LEN)
     }
 }

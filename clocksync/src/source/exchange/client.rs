@@ -15,6 +15,7 @@ use crate::source::exchange::socket::{
 use crate::source::exchange::stamps::{min_delay, Exchange};
 use crate::source::exchange::stats::ExchangeStats;
 use crate::source::inject::{inject, ErrorInjection};
+use crate::source::oscillator::Oscillator;
 use crate::source::realtime::RealtimeMonoTracker;
 use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
 
@@ -30,6 +31,10 @@ pub struct ExchangeConfig {
     pub timeout: Duration,
     /// Test-only clock error of this host's realtime clock.
     pub injection: Option<ErrorInjection>,
+    /// Test-only simulated oscillator of this host: t1 and t4 become what
+    /// a machine running on it would have stamped, before the servo sees
+    /// them.
+    pub oscillator: Option<Oscillator>,
     /// Kernel or user-space stamps.
     pub mode: StampMode,
     /// Accept answers from a responder whose clock is not locked.
@@ -40,6 +45,9 @@ pub struct ExchangeConfig {
     /// Use the hardware stamps of this interface's NIC (mode becomes
     /// [`StampMode::Hardware`]); the interface must have a PHC.
     pub hw_iface: Option<String>,
+    /// Tag requests and take only answers tagged with this key (the
+    /// [`tracer_auth::Purpose::ClockExchange`] key of `--key-file`).
+    pub auth: Option<tracer_auth::MacKey>,
 }
 
 impl Default for ExchangeConfig {
@@ -49,10 +57,12 @@ impl Default for ExchangeConfig {
             burst_gap: Duration::ZERO,
             timeout: Duration::from_millis(200),
             injection: None,
+            oscillator: None,
             mode: StampMode::Kernel,
             accept_unsynced: false,
             warmup: true,
             hw_iface: None,
+            auth: None,
         }
     }
 }
@@ -109,7 +119,7 @@ impl ExchangeClient {
             sock,
             server,
             cfg,
-            seq: 0,
+            seq: random_seq(),
             sent: 0,
             stats: ExchangeStats::default(),
             last: Vec::new(),
@@ -128,7 +138,8 @@ impl ExchangeClient {
         &self.last
     }
 
-    /// One exchange: four stamps, t1/t4 on this host's CLOCK_MONOTONIC.
+    /// One exchange: four stamps, t1/t4 on this host's CLOCK_MONOTONIC (as
+    /// its simulated oscillator reads it, if it has one).
     pub fn exchange_once(&mut self) -> Result<Exchange, ClockError> {
         let r = self.try_exchange();
         match &r {
@@ -153,13 +164,21 @@ impl ExchangeClient {
             p.refresh()?;
         }
         let phc_map = self.phc_map.as_ref();
-        let to_mono = |stamp: u64| match phc_map {
-            // A PHC stamp does not depend on this host's realtime clock.
-            Some(p) => p.to_mono(stamp),
-            None => {
-                let approx_mono = map.to_mono(stamp);
-                map.to_mono_injected(inject(inj.as_ref(), stamp, approx_mono), inj.as_ref())
-            }
+        let osc = self.cfg.oscillator.as_ref();
+        let to_mono = |stamp: u64| {
+            let mono = match phc_map {
+                // A PHC stamp does not depend on this host's realtime clock.
+                Some(p) => p.to_mono(stamp),
+                None => {
+                    let approx_mono = map.to_mono(stamp);
+                    map.to_mono_injected(inject(inj.as_ref(), stamp, approx_mono), inj.as_ref())
+                }
+            };
+            // On a simulated oscillator this host's clock reads the stamp's
+            // instant as the oscillator does, each stamp with its own noise.
+            // Unlike the realtime injection above, nothing here undoes it:
+            // the servo must learn it from the exchange.
+            osc.map_or(mono, |o| o.local_ns(mono))
         };
         // The reply leaves a stack the request has just warmed, while the
         // request itself would run through cache-cold code after the gap
@@ -172,7 +191,7 @@ impl ExchangeClient {
             };
             send_stamped(
                 &self.sock,
-                &warm.encode(),
+                warm.seal(self.cfg.auth.as_ref()).as_bytes(),
                 None,
                 self.cfg.mode,
                 &mut self.sent,
@@ -181,7 +200,9 @@ impl ExchangeClient {
         }
         let t1 = send_stamped(
             &self.sock,
-            &Message::request(seq).encode(),
+            Message::request(seq)
+                .seal(self.cfg.auth.as_ref())
+                .as_bytes(),
             None,
             self.cfg.mode,
             &mut self.sent,
@@ -199,8 +220,19 @@ impl ExchangeClient {
                     t4_ns: to_mono(t4),
                 });
             }
-            let Some((m, t, _)) = recv_message(&self.sock, self.cfg.mode, deadline)? else {
-                return Err(ClockError::Timeout("the answer to an exchange"));
+            let Some((m, t, _)) = recv_message(
+                &self.sock,
+                self.cfg.mode,
+                deadline,
+                self.cfg.auth.as_ref(),
+                &mut self.stats.unauthenticated,
+            )?
+            else {
+                return Err(ClockError::Timeout(if self.cfg.auth.is_some() {
+                    "an authenticated answer to an exchange (does the responder use the same key file?)"
+                } else {
+                    "the answer to an exchange"
+                }));
             };
             if m.seq != seq || (!self.cfg.accept_unsynced && m.flags & FLAG_SYNCED == 0) {
                 self.stats.ignored += 1;
@@ -215,11 +247,33 @@ impl ExchangeClient {
     }
 }
 
+/// A random first sequence number, so the answers to an earlier run's
+/// requests (replayed by someone who recorded them) never match this run's.
+fn random_seq() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most `b.len()` bytes into the buffer we own.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == b.len() as isize {
+        u64::from_ne_bytes(b)
+    } else {
+        // No entropy source: still differ between runs.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ (u64::from(std::process::id()) << 32)
+    }
+}
+
 impl Clock for ExchangeClient {
     /// The responder's global time now, estimated from one fresh sample.
     fn now_ns(&mut self) -> Result<u64, ClockError> {
         let s = self.sample()?;
         let mono = now_ns(ClockId::Monotonic)?;
+        let mono = self
+            .cfg
+            .oscillator
+            .as_ref()
+            .map_or(mono, |o| o.local_ns(mono));
         Ok(s.ref_ns.wrapping_add(mono.wrapping_sub(s.mono_ns)))
     }
     fn name(&self) -> String {

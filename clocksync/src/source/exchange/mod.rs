@@ -20,6 +20,14 @@
 //! | 24 | 4 | responder servo state code (0-3, 255 = none) |
 //! | 28 | 4 | responder error estimate, ns (saturated) |
 //! | 32 | 8 | reserved, 0 |
+//! | 40 | 16 | tag, only when flags bit 1 is set: HMAC-SHA256-128 of bytes 0-39 with the exchange key |
+//!
+//! With a key (`--key-file`), both sides send only tagged messages and drop
+//! every message whose tag is missing or wrong (counted as
+//! `unauthenticated`): a forged reply would otherwise shift the client's
+//! clock. A replayed reply cannot be used either: the client starts its
+//! sequence numbers at a random value per process and takes only the
+//! answers to its current request.
 //!
 //! The responder learns t3 (its reply's TX stamp) only after sending the
 //! response, so it sends it in a follow-up, as two-step PTP does.
@@ -32,6 +40,10 @@
 //! its [`crate::GlobalClock`]. The client applies the test-only
 //! [`crate::ErrorInjection`] to every realtime stamp and reading, which cancels
 //! out, as it must: the exchange does not depend on the client's realtime.
+//! A simulated oscillator ([`crate::Oscillator`], test-only) is different: it
+//! stands for the client's whole clock, so t1 and t4 are the instants its
+//! monotonic clock would read, each with its own noise, before any
+//! arithmetic; the servo then has to learn it, as on a second machine.
 //!
 //! With t1 (client TX), t2 (responder RX), t3 (responder TX), t4 (client RX):
 //! `offset = ((t2 - t1) + (t3 - t4)) / 2`, `delay = (t4 - t1) - (t3 - t2)`,
@@ -52,7 +64,7 @@ pub mod stamps;
 pub mod stats;
 
 pub use client::{ExchangeClient, ExchangeConfig};
-pub use msg::{Kind, Message, FLAG_SYNCED, MAGIC, MSG_LEN, VERSION};
+pub use msg::{Frame, Kind, Message, FLAG_MAC, FLAG_SYNCED, MAGIC, MSG_LEN, TAGGED_LEN, VERSION};
 pub use phcmap::PhcMap;
 pub use responder::{spawn_responder, Responder};
 pub use socket::{enable_timestamping, sockaddr_to_std, StampMode, HARDWARE_FLAGS, SOFTWARE_FLAGS};

@@ -1,5 +1,8 @@
 //! The exchange's message codec (linuxptp's `msg.c`): 40-byte
-//! little-endian messages, encoded and validated here, no I/O.
+//! little-endian messages, encoded and validated here, no I/O; with a key,
+//! each message carries a 16-byte tag ([`Message::seal`], [`Message::open`]).
+
+use tracer_auth::{MacKey, MAC_LEN};
 
 use crate::error::{ClockError, MessageError};
 
@@ -11,6 +14,25 @@ pub const VERSION: u8 = 1;
 pub const MSG_LEN: usize = 40;
 /// Flag: the responder's global clock is locked.
 pub const FLAG_SYNCED: u16 = 1;
+/// Flag: a [`MAC_LEN`]-byte tag (HMAC-SHA256-128 with the exchange key,
+/// over the 40 bytes before it) follows the message.
+pub const FLAG_MAC: u16 = 2;
+/// Size of a tagged message, bytes.
+pub const TAGGED_LEN: usize = MSG_LEN + MAC_LEN;
+
+/// One message as sent: 40 bytes, or 56 with its tag.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame {
+    buf: [u8; TAGGED_LEN],
+    len: usize,
+}
+
+impl Frame {
+    /// The bytes to send.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
 
 /// Message kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +92,53 @@ impl Message {
         b
     }
 
+    /// Encode, tagged when `key` is set (the tag covers [`FLAG_MAC`] too).
+    pub fn seal(&self, key: Option<&MacKey>) -> Frame {
+        let mut buf = [0u8; TAGGED_LEN];
+        let Some(key) = key else {
+            buf[..MSG_LEN].copy_from_slice(&self.encode());
+            return Frame { buf, len: MSG_LEN };
+        };
+        let m = Message {
+            flags: self.flags | FLAG_MAC,
+            ..*self
+        };
+        buf[..MSG_LEN].copy_from_slice(&m.encode());
+        let tag = key.tag(&buf[..MSG_LEN]);
+        buf[MSG_LEN..].copy_from_slice(&tag);
+        Frame {
+            buf,
+            len: TAGGED_LEN,
+        }
+    }
+
+    /// Decode a received message. With `key`, only a tagged message whose
+    /// tag checks is taken ([`MessageError::Unauthenticated`] otherwise);
+    /// without, a tagged message is read and its tag ignored (this side
+    /// has nothing to check it with).
+    pub fn open(b: &[u8], key: Option<&MacKey>) -> Result<Self, ClockError> {
+        let unauth = Err(ClockError::Message(MessageError::Unauthenticated));
+        if b.len() != TAGGED_LEN {
+            return match key {
+                // Decoded first so garbage still reads as garbage.
+                Some(_) => Self::decode(b).and(unauth),
+                None => Self::decode(b),
+            };
+        }
+        let (msg, tag) = b.split_at(MSG_LEN);
+        let m = Self::decode(msg)?;
+        if m.flags & FLAG_MAC == 0 {
+            return Err(ClockError::Message(MessageError::Length(b.len())));
+        }
+        match key {
+            Some(k) if !k.verify(msg, tag) => unauth,
+            _ => Ok(Message {
+                flags: m.flags & !FLAG_MAC,
+                ..m
+            }),
+        }
+    }
+
     /// Decode; rejects wrong size, magic, version or kind.
     pub fn decode(b: &[u8]) -> Result<Self, ClockError> {
         let bad = |e: MessageError| Err(ClockError::Message(e));
@@ -113,6 +182,52 @@ impl Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(seed: u8) -> MacKey {
+        tracer_auth::SharedKey::from_bytes(&[seed; 32])
+            .unwrap()
+            .mac_key(tracer_auth::Purpose::ClockExchange)
+    }
+
+    #[test]
+    fn sealed_messages_open_only_with_their_key() {
+        let m = Message {
+            kind: Kind::Response,
+            flags: FLAG_SYNCED,
+            seq: 77,
+            t_ns: 1_700_000_000_000_000_000,
+            state: 2,
+            error_estimate_ns: 5,
+        };
+        let (k, other) = (key(1), key(2));
+        let sealed = m.seal(Some(&k));
+        assert_eq!(sealed.as_bytes().len(), TAGGED_LEN);
+        assert_eq!(Message::open(sealed.as_bytes(), Some(&k)).unwrap(), m);
+        let unauth = |r: Result<Message, ClockError>| {
+            matches!(r, Err(ClockError::Message(MessageError::Unauthenticated)))
+        };
+        assert!(unauth(Message::open(sealed.as_bytes(), Some(&other))));
+        // A forged reply: right format, no tag, or a changed t_ns.
+        let plain = m.seal(None);
+        assert_eq!(plain.as_bytes(), &m.encode()[..]);
+        assert!(unauth(Message::open(plain.as_bytes(), Some(&k))));
+        for i in 0..TAGGED_LEN {
+            let mut b = sealed.as_bytes().to_vec();
+            b[i] ^= 0x10;
+            assert!(
+                Message::open(&b, Some(&k)).is_err(),
+                "byte {i} changed and accepted"
+            );
+        }
+        // Without a key both read; the tag is not checked.
+        assert_eq!(Message::open(plain.as_bytes(), None).unwrap(), m);
+        assert_eq!(Message::open(sealed.as_bytes(), None).unwrap(), m);
+        // Garbage stays garbage with a key.
+        assert!(matches!(
+            Message::open(&[0u8; 40], Some(&k)),
+            Err(ClockError::Message(MessageError::Magic))
+        ));
+    }
 
     #[test]
     fn message_round_trip_and_rejects() {

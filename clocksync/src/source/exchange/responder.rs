@@ -26,9 +26,19 @@ pub struct Responder {
     stats: ExchangeStats,
     rt_map: RealtimeMonoTracker,
     phc_map: Option<PhcMap>,
+    /// Take only requests tagged with this key and tag every answer.
+    auth: Option<tracer_auth::MacKey>,
 }
 
 impl Responder {
+    /// Answer only requests tagged with `key` (the
+    /// [`tracer_auth::Purpose::ClockExchange`] key of `--key-file`), and tag
+    /// every answer with it.
+    pub fn with_auth(mut self, key: Option<tracer_auth::MacKey>) -> Self {
+        self.auth = key;
+        self
+    }
+
     /// Serve on `sock` (already bound) with `clock` as the master's time.
     /// [`StampMode::Hardware`] needs [`Responder::with_hardware`].
     pub fn new(sock: UdpSocket, clock: GlobalClock, mode: StampMode) -> Result<Self, ClockError> {
@@ -45,6 +55,7 @@ impl Responder {
             stats: ExchangeStats::default(),
             rt_map: RealtimeMonoTracker::new()?,
             phc_map: None,
+            auth: None,
         })
     }
 
@@ -63,6 +74,7 @@ impl Responder {
             stats: ExchangeStats::default(),
             rt_map: RealtimeMonoTracker::new()?,
             phc_map: Some(phc),
+            auth: None,
         })
     }
 
@@ -98,7 +110,14 @@ impl Responder {
     /// not returned, so the responder keeps serving.
     pub fn serve_one(&mut self, timeout: Duration) -> Result<bool, ClockError> {
         let deadline = Instant::now() + timeout;
-        let Some((m, t2_rt, from)) = recv_message(&self.sock, self.mode, deadline)? else {
+        let Some((m, t2_rt, from)) = recv_message(
+            &self.sock,
+            self.mode,
+            deadline,
+            self.auth.as_ref(),
+            &mut self.stats.unauthenticated,
+        )?
+        else {
             return Ok(false);
         };
         let (Kind::Request, Some(from)) = (m.kind, from) else {
@@ -124,7 +143,7 @@ impl Responder {
         let deadline = Instant::now() + timeout.max(Duration::from_millis(100));
         let t3_rt = match send_stamped(
             &self.sock,
-            &reply.encode(),
+            reply.seal(self.auth.as_ref()).as_bytes(),
             Some(from),
             self.mode,
             &mut self.sent,
@@ -143,13 +162,16 @@ impl Responder {
         if self.mode != StampMode::User {
             let _ = send_stamped(
                 &self.sock,
-                &reply.encode(),
+                reply.seal(self.auth.as_ref()).as_bytes(),
                 Some(from),
                 self.mode,
                 &mut self.sent,
                 deadline,
             );
-        } else if let Err(e) = self.sock.send_to(&reply.encode(), from) {
+        } else if let Err(e) = self
+            .sock
+            .send_to(reply.seal(self.auth.as_ref()).as_bytes(), from)
+        {
             return Err(ClockError::io("send follow-up", e));
         }
         self.stats.completed += 1;

@@ -288,11 +288,15 @@ pub(crate) fn send_stamped(
     }
 }
 
-/// Receive one protocol message with its realtime RX stamp.
+/// Receive one protocol message with its realtime RX stamp. With `auth`,
+/// messages whose tag is missing or wrong are dropped and counted in
+/// `unauthenticated`.
 pub(crate) fn recv_message(
     sock: &UdpSocket,
     mode: StampMode,
     deadline: Instant,
+    auth: Option<&tracer_auth::MacKey>,
+    unauthenticated: &mut u64,
 ) -> Result<Option<(Message, u64, Option<SocketAddr>)>, ClockError> {
     let mut buf = [0u8; 128];
     loop {
@@ -305,8 +309,12 @@ pub(crate) fn recv_message(
                         None => continue, // no stamp: unusable
                     },
                 };
-                match Message::decode(&buf[..r.len]) {
+                match Message::open(&buf[..r.len], auth) {
                     Ok(m) => return Ok(Some((m, t, r.from))),
+                    Err(ClockError::Message(crate::error::MessageError::Unauthenticated)) => {
+                        *unauthenticated += 1;
+                        continue;
+                    }
                     Err(_) => continue, // garbage is dropped, never fatal
                 }
             }

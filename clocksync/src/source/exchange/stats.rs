@@ -9,4 +9,7 @@ pub struct ExchangeStats {
     pub timeouts: u64,
     /// Messages ignored (stale sequence, bad format, unsynced responder).
     pub ignored: u64,
+    /// Messages dropped because a key is set and their tag is missing or
+    /// wrong (a forged or unkeyed peer).
+    pub unauthenticated: u64,
 }

@@ -239,9 +239,14 @@ impl Probe for DropsProbe<'_> {
 /// to `out`.
 fn deliver(data: &[u8], names: &Names, out: &mut dyn Collector) {
     match DropRecord::decode(data) {
-        Ok(rec) => out.event(ProbeEvent::Drop(
-            &rec.to_event(out.global_ns(rec.0.mono_ns), names),
-        )),
+        Ok(rec) => {
+            let mono_ns = out.local_mono(rec.0.mono_ns);
+            let ev = DropEvent {
+                mono_ns,
+                ..rec.to_event(out.global_ns(mono_ns), names)
+            };
+            out.event(ProbeEvent::Drop(&ev))
+        }
         Err(e) => out.bad_record(NAME, e),
     }
 }

@@ -386,19 +386,31 @@ fn deliver(data: &[u8], out: &mut dyn Collector) {
     match RxRecord::decode(data) {
         Ok(rec) => {
             let r = &rec.0;
-            let global = out.global_ns(r.mono_ns);
-            // Each stamp through its own clock's mapping. A MONOTONIC
-            // stamp is a delivery time the sender's TCP set (EDT) that
-            // crossed a veth within this kernel: still an instant of this
-            // host, so it converts exactly. TAI stamps are not converted
-            // (no TAI offset is assumed).
-            let rx_global = match (r.rx_stamp_ns, r.tstamp_type) {
-                (0, _) => 0,
-                (ns, SKB_CLOCK_REALTIME) => out.realtime_to_global_ns(ns),
-                (ns, SKB_CLOCK_MONOTONIC) => out.global_ns(ns),
-                _ => 0,
+            let mono_ns = out.local_mono(r.mono_ns);
+            let global = out.global_ns(mono_ns);
+            // Each stamp read by its own clock and through its mapping. A
+            // MONOTONIC stamp is a delivery time the sender's TCP set (EDT)
+            // that crossed a veth within this kernel: still an instant of
+            // this host, so it converts exactly. TAI stamps are left as
+            // they are and not converted (no TAI offset is assumed).
+            let (rx_stamp_ns, rx_global) = match (r.rx_stamp_ns, r.tstamp_type) {
+                (0, _) => (0, 0),
+                (ns, SKB_CLOCK_REALTIME) => {
+                    let local = out.local_realtime(ns);
+                    (local, out.realtime_to_global_ns(local))
+                }
+                (ns, SKB_CLOCK_MONOTONIC) => {
+                    let local = out.local_mono(ns);
+                    (local, out.global_ns(local))
+                }
+                (ns, _) => (ns, 0),
             };
-            out.event(ProbeEvent::Rx(&rec.to_event(global, rx_global)));
+            let ev = RxEvent {
+                mono_ns,
+                rx_stamp_ns,
+                ..rec.to_event(global, rx_global)
+            };
+            out.event(ProbeEvent::Rx(&ev));
         }
         Err(e) => out.bad_record(NAME, e),
     }
@@ -564,6 +576,55 @@ mod tests {
         for ev in e {
             assert!(b.push(ev));
         }
+    }
+
+    /// A host whose clock reads 3 µs ahead of the kernel's.
+    struct Ahead(Seen);
+
+    impl Collector for Ahead {
+        fn local_mono(&mut self, raw_ns: u64) -> u64 {
+            raw_ns + 3_000
+        }
+        fn local_realtime(&mut self, raw_ns: u64) -> u64 {
+            raw_ns + 3_000
+        }
+        fn global_ns(&self, mono_ns: u64) -> u64 {
+            self.0.global_ns(mono_ns)
+        }
+        fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
+            self.0.realtime_to_global_ns(realtime_ns)
+        }
+        fn event(&mut self, ev: ProbeEvent<'_>) {
+            self.0.event(ev)
+        }
+        fn bad_record(&mut self, probe: &'static str, err: RecordError) {
+            self.0.bad_record(probe, err)
+        }
+    }
+
+    #[test]
+    fn events_carry_and_convert_the_stamps_as_the_host_clock_reads_them() {
+        let mut mono = sample();
+        mono.tstamp_type = 1;
+        let mut tai = sample();
+        tai.tstamp_type = 2;
+        let mut seen = Ahead(Seen::default());
+        for r in [sample(), mono, tai] {
+            deliver(&bytes(&r), &mut seen);
+        }
+        let e = &seen.0.events;
+        // Both the raw stamps on the wire and their conversions are local.
+        assert_eq!((e[0].mono_ns, e[0].global_ns), (103_000, 1_103_000));
+        assert_eq!(
+            (e[0].rx_stamp_ns, e[0].rx_stamp_global_ns),
+            (53_000, 1_013_000)
+        );
+        assert_eq!(
+            (e[1].rx_stamp_ns, e[1].rx_stamp_global_ns),
+            (53_000, 1_053_000)
+        );
+        // A TAI stamp is neither read through the host clock nor converted.
+        assert_eq!((e[2].rx_stamp_ns, e[2].rx_stamp_global_ns), (50_000, 0));
     }
 
     #[test]

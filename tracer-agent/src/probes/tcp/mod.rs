@@ -199,7 +199,14 @@ impl Probe for TcpProbe<'_> {
 
 fn deliver(data: &[u8], out: &mut dyn Collector) {
     match TcpRecord::decode(data) {
-        Ok(rec) => out.event(ProbeEvent::Tcp(&rec.to_event(out.global_ns(rec.0.mono_ns)))),
+        Ok(rec) => {
+            let mono_ns = out.local_mono(rec.0.mono_ns);
+            let ev = TcpEvent {
+                mono_ns,
+                ..rec.to_event(out.global_ns(mono_ns))
+            };
+            out.event(ProbeEvent::Tcp(&ev))
+        }
         Err(e) => out.bad_record(NAME, e),
     }
 }

@@ -228,7 +228,14 @@ impl Probe for TxProbe<'_> {
 /// to `out`.
 fn deliver(data: &[u8], out: &mut dyn Collector) {
     match TxRecord::decode(data) {
-        Ok(rec) => out.event(ProbeEvent::Tx(&rec.to_event(out.global_ns(rec.mono_ns())))),
+        Ok(rec) => {
+            let mono_ns = out.local_mono(rec.mono_ns());
+            let ev = TxEvent {
+                mono_ns,
+                ..rec.to_event(out.global_ns(mono_ns))
+            };
+            out.event(ProbeEvent::Tx(&ev))
+        }
         Err(e) => out.bad_record(NAME, e),
     }
 }
@@ -451,6 +458,33 @@ mod tests {
         for e in &seen.events {
             assert!(b.push_tx(e));
         }
+    }
+
+    #[test]
+    fn the_event_carries_and_converts_the_stamp_as_the_host_clock_reads_it() {
+        /// A host whose clock reads 7 ns ahead of the kernel's.
+        struct Ahead(Seen);
+        impl Collector for Ahead {
+            fn local_mono(&mut self, raw_ns: u64) -> u64 {
+                raw_ns + 7
+            }
+            fn global_ns(&self, mono_ns: u64) -> u64 {
+                self.0.global_ns(mono_ns)
+            }
+            fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
+                self.0.realtime_to_global_ns(realtime_ns)
+            }
+            fn event(&mut self, ev: ProbeEvent<'_>) {
+                self.0.event(ev)
+            }
+            fn bad_record(&mut self, probe: &'static str, err: RecordError) {
+                self.0.bad_record(probe, err)
+            }
+        }
+        let mut seen = Ahead(Seen::default());
+        deliver(&bytes(&sample()), &mut seen);
+        let e = &seen.0.events[0];
+        assert_eq!((e.mono_ns, e.global_ns), (12, 1012));
     }
 
     #[test]

@@ -1,0 +1,177 @@
+//! `nettrace-match` binary: parses the command line, runs the matcher
+//! over the given traces and prints the summary (or JSON), optionally
+//! writing the HTML report.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use tracer_match::input::merge::expand_inputs;
+use tracer_match::{MatchConfig, MergeConfig};
+
+const AFTER_HELP: &str = "\
+What it does:
+  Each sender skb the tx probe stamped (one SND_SW = one transmission,
+  retransmissions included) is linked to the receiver's RX skb holding its
+  last byte (tskey) on the same 4-tuple, within ±--window on the global time
+  axis. A GRO skb matches every TX skb it carries. For each match the packet's
+  life is built: SENDMSG → SCHED → SND_SW on the sender, STACK_ENTRY →
+  TCP_INPUT → DATA_READY → COPY → READ_DONE on the receiver. The one-way
+  latency is SND_SW → STACK_ENTRY. A negative one is a causality violation:
+  the two clocks disagree by more than the packet took. From the smallest
+  one-way latency each way the offset θ = clock(b) − clock(a) of each host
+  pair is bounded: θ ∈ [−min d(b→a), +min d(a→b)], shown beside what the
+  agents' clock events claim. Unmatched skbs are counted by reason.
+
+Inputs: any number of .pcapng files written by tracer-sink (rotated files,
+files of several sinks) or directories holding them, in any order: events are
+merged by global time. Memory is bounded by the windows, not the trace size.
+Run the agents with --probes tx,rx on every host (and the same --sample-every).
+NAT: packets whose addresses or ports are rewritten on the way cannot be
+matched (they count as unmatched: no RX seen, or peer not traced).
+
+Examples:
+  nettrace-match traces/
+  nettrace-match --html report.html traces/trace-*.pcapng
+  nettrace-match --json --sample-every 10 a/ b/ > match.json";
+
+/// Match sent packets to their receptions across hosts: one-way latency per
+/// stage, causality violations, and the clock offset the trace proves.
+#[derive(Debug, Parser)]
+#[command(name = "nettrace-match", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// pcapng files written by tracer-sink, or directories of them.
+    #[arg(required = true, value_name = "FILE|DIR")]
+    inputs: Vec<PathBuf>,
+
+    /// Matching window: an RX skb matches a send only within ± this on the
+    /// global axis. Must exceed the longest one-way delay plus the clocks'
+    /// largest disagreement. Memory grows with it. (e.g. 250ms, 2s, 500us)
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = parse_duration_ns)]
+    window: u64,
+
+    /// Reorder window of the input: events are delivered in global-time
+    /// order once every file has been read this far past them.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration_ns)]
+    reorder_window: u64,
+
+    /// Most events held for reordering; past it the oldest is used at
+    /// once (counted as overflow). About 200 bytes per event.
+    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
+    reorder_max_events: usize,
+
+    /// The agents' --sample-every N: an unmatched skb whose bytes the
+    /// receiver never recorded at that rate is counted as sampled out, not
+    /// as lost.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    sample_every: u32,
+
+    /// Print the report as JSON (one object) instead of the summary.
+    #[arg(long)]
+    json: bool,
+
+    /// Write a self-contained HTML report (inline SVG charts) to FILE.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+
+    /// Packets shown in the report's lifetime timeline (the slowest).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    slowest: usize,
+}
+
+/// A duration: a number with a unit (ns, us, µs, ms, s); a bare number is
+/// milliseconds.
+fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 250ms, 2s, 500us)"))?;
+    let mul = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "" | "ms" => 1e6,
+        "s" => 1e9,
+        u => return Err(format!("unknown unit `{u}` (use ns, us, ms or s)")),
+    };
+    let ns = v * mul;
+    if !(1.0..1e15).contains(&ns) {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(ns as u64)
+}
+
+fn main() -> std::process::ExitCode {
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nettrace-match: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let files = expand_inputs(&cli.inputs).context("cannot list the inputs")?;
+    if files.is_empty() {
+        bail!(
+            "no .pcapng files in the inputs given; pass the sink's --output directory or its files"
+        );
+    }
+    let merge = MergeConfig {
+        reorder_window_ns: cli.reorder_window,
+        max_held: cli.reorder_max_events,
+    };
+    let cfg = MatchConfig {
+        window_ns: cli.window,
+        sample_every: cli.sample_every.max(1),
+        slowest: cli.slowest,
+    };
+    let (report, charts) =
+        tracer_match::run(&files, merge, cfg).context("cannot read the traces")?;
+    if let Some(path) = &cli.html {
+        std::fs::write(path, tracer_match::html::render(&report, &charts))
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+    }
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).context("encoding the report")?
+        );
+    } else {
+        print!("{}", tracer_match::text::render(&report));
+        if let Some(path) = &cli.html {
+            println!("\nHTML report: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration_ns("250ms"), Ok(250_000_000));
+        assert_eq!(parse_duration_ns("2s"), Ok(2_000_000_000));
+        assert_eq!(parse_duration_ns("500us"), Ok(500_000));
+        assert_eq!(parse_duration_ns("1.5µs"), Ok(1_500));
+        assert_eq!(parse_duration_ns("40"), Ok(40_000_000));
+        assert!(parse_duration_ns("fast").is_err());
+        assert!(parse_duration_ns("3 parsecs").is_err());
+        assert!(parse_duration_ns("0s").is_err());
+    }
+}

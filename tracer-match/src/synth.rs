@@ -1,0 +1,743 @@
+//! Synthetic traces for the tests and the benchmark: two hosts with one
+//! TCP connection between them (data one way or both ways), simulated
+//! with known truth (one-way delay, clock offsets, losses, retransmissions,
+//! GRO, sampling, lost events) and written as the sink writes its files:
+//! SHB, one IDB per host, one EPB per event whose payload is the codec's
+//! capture record, ISBs with cumulative totals at the end of each file
+//! (`pcap-file` encodes the blocks, `tracer-codec` the payloads).
+//!
+//! The simulation is a discrete-event loop in true time; each host stamps
+//! its events with true time plus its clock offset, so a negative offset
+//! difference makes receives show up before their sends. Events come out
+//! in stamped-time order through a small heap: memory stays bounded
+//! whatever the number of events.
+
+use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
+};
+use pcap_file::pcapng::blocks::interface_statistics::{
+    InterfaceStatisticsBlock, InterfaceStatisticsOption,
+};
+use pcap_file::pcapng::blocks::opt_common::{CommonOption, UnknownOption};
+use pcap_file::pcapng::blocks::section_header::SectionHeaderBlock;
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::DataLink;
+use tracer_codec::{
+    CaptureRecord, ClockEvent, RxEvent, RxStage, TcpAnomaly, TcpEvent, TxEvent, TxStage, WireEvent,
+};
+
+use crate::input::Ev;
+use crate::sample;
+
+/// What to simulate. Host 0 and host 1; direction 0 is host 0 -> host 1.
+#[derive(Debug, Clone)]
+pub struct SynthConfig {
+    /// Hostnames.
+    pub names: [String; 2],
+    /// Agent ids.
+    pub agent_ids: [u64; 2],
+    /// Addresses (IPv4).
+    pub addrs: [[u8; 4]; 2],
+    /// Ports: host 0's (the client), host 1's (the server).
+    pub ports: [u16; 2],
+    /// TX skbs sent per direction.
+    pub skbs: u64,
+    /// Data in both directions (else host 0 -> host 1 only).
+    pub both_ways: bool,
+    /// Bytes per TX skb.
+    pub skb_len: u32,
+    /// TX skbs merged into one RX skb by GRO.
+    pub gro: u32,
+    /// Time between TX skbs of one direction, ns.
+    pub interval_ns: u64,
+    /// True one-way delay SND_SW -> STACK_ENTRY, ns.
+    pub one_way_ns: u64,
+    /// Extra one-way delay, 0..jitter (deterministic), ns.
+    pub jitter_ns: u64,
+    /// Each host's clock error: stamp = true time + this, ns.
+    pub clock_offset_ns: [i64; 2],
+    /// The error estimate each host's CLOCK events claim, ns.
+    pub clock_claim_ns: [u64; 2],
+    /// Each host's clock is not locked for the first `.0` ns after the
+    /// first send, and off by `.1` ns more meanwhile (a servo converging).
+    pub unlocked: [(u64, i64); 2],
+    /// Lose one RX skb (GRO group) in this many (0: none); its TX skbs
+    /// are retransmitted one by one after `rto_ns`.
+    pub lose_one_in: u64,
+    /// Retransmission delay, ns.
+    pub rto_ns: u64,
+    /// Each host's `--sample-every` (its TX as sender, its RX as receiver).
+    pub sample_every: [u32; 2],
+    /// Each host loses events on the way to the sink (their numbers are
+    /// skipped, as a lost datagram's): of every `.0` events the last `.1`
+    /// (`.0` = 0: none).
+    pub drop_events: [(u64, u64); 2],
+    /// Each host's agent loses events before numbering them (ring
+    /// overruns: only the ISB total tells): of every `.0` the last `.1`.
+    pub ring_losses: [(u64, u64); 2],
+    /// True time of the first send, ns.
+    pub start_ns: u64,
+    /// Initial sequence number of each direction.
+    pub isn: [u32; 2],
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        SynthConfig {
+            names: ["alpha".into(), "beta".into()],
+            agent_ids: [0xa1, 0xb2],
+            addrs: [[10, 7, 0, 1], [10, 7, 0, 2]],
+            ports: [40000, 5201],
+            skbs: 1000,
+            both_ways: false,
+            skb_len: 16384,
+            gro: 2,
+            interval_ns: 20_000,
+            one_way_ns: 15_000,
+            jitter_ns: 4_000,
+            clock_offset_ns: [0, 0],
+            clock_claim_ns: [100, 100],
+            unlocked: [(0, 0), (0, 0)],
+            lose_one_in: 0,
+            rto_ns: 300_000,
+            sample_every: [1, 1],
+            drop_events: [(0, 0), (0, 0)],
+            ring_losses: [(0, 0), (0, 0)],
+            start_ns: 1_700_000_000_000_000_000,
+            isn: [1_000_000, 3_000_000_000],
+        }
+    }
+}
+
+/// One event of a synthetic trace.
+#[derive(Debug, Clone)]
+pub struct SynthEvent {
+    /// Host index (0 or 1).
+    pub host: usize,
+    /// Stamped global time, ns.
+    pub ts_ns: u64,
+    /// The agent's event number.
+    pub event_seq: u64,
+    /// The host's clock was locked at the event.
+    pub locked: bool,
+    /// The event.
+    pub ev: Ev,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Action {
+    /// Send TX skb `i` of direction `d` (`attempt` 0: first time).
+    Send { d: usize, i: u64, attempt: u32 },
+    /// An RX skb `[start, end)` of direction `d` reaches the receiver.
+    Arrive { d: usize, start: u32, len: u32 },
+    /// A CLOCK event of host `h`.
+    Clock { h: usize },
+}
+
+/// Receiver state of one direction.
+#[derive(Debug, Default)]
+struct Rcv {
+    /// Next in-order byte, relative to the ISN.
+    nxt: u64,
+    /// Out-of-order RX skbs: relative start -> relative end.
+    ofo: BTreeMap<u64, u64>,
+}
+
+/// The simulation, an iterator of events in stamped-time order.
+pub struct Synth {
+    cfg: SynthConfig,
+    actions: BinaryHeap<Reverse<(u64, u64, Action)>>,
+    out: BinaryHeap<Reverse<Pending>>,
+    order: u64,
+    now: u64,
+    rcv: [Rcv; 2],
+    next_seq: [u64; 2],
+    /// Events produced per host, numbered or not.
+    produced: [u64; 2],
+    /// Events lost on the way, per host.
+    pub dropped: [u64; 2],
+    /// Events delivered, per host.
+    pub delivered: [u64; 2],
+    max_skew: u64,
+    end_ns: u64,
+}
+
+/// An emitted event waiting for its turn: (stamped time, order, host,
+/// clock locked, event).
+type Pending = (u64, u64, usize, bool, EvBox);
+
+/// Ev in the heap (ordered by the fields before it only).
+#[derive(Debug, Clone)]
+struct EvBox(Ev);
+impl PartialEq for EvBox {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for EvBox {}
+impl PartialOrd for EvBox {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for EvBox {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+/// A small deterministic hash for jitter.
+fn mixu(x: u64) -> u64 {
+    let mut h = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 31;
+    h.wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 29)
+}
+
+fn addr16(a: [u8; 4]) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[..4].copy_from_slice(&a);
+    r
+}
+
+impl Synth {
+    /// A simulation of `cfg`.
+    pub fn new(cfg: SynthConfig) -> Self {
+        let mut s = Synth {
+            actions: BinaryHeap::new(),
+            out: BinaryHeap::new(),
+            order: 0,
+            now: 0,
+            rcv: Default::default(),
+            next_seq: [0, 0],
+            produced: [0, 0],
+            dropped: [0, 0],
+            delivered: [0, 0],
+            max_skew: (0..2)
+                .map(|h| {
+                    let o = cfg.clock_offset_ns[h];
+                    o.unsigned_abs().max((o + cfg.unlocked[h].1).unsigned_abs())
+                })
+                .max()
+                .unwrap_or(0),
+            end_ns: cfg.start_ns + cfg.skbs * cfg.interval_ns + cfg.rto_ns * 2 + cfg.one_way_ns * 4,
+            cfg,
+        };
+        let start = s.cfg.start_ns;
+        s.schedule(
+            start,
+            Action::Send {
+                d: 0,
+                i: 0,
+                attempt: 0,
+            },
+        );
+        if s.cfg.both_ways {
+            s.schedule(
+                start + s.cfg.interval_ns / 2,
+                Action::Send {
+                    d: 1,
+                    i: 0,
+                    attempt: 0,
+                },
+            );
+        }
+        s.schedule(start - 1_000_000, Action::Clock { h: 0 });
+        s.schedule(start - 1_000_000, Action::Clock { h: 1 });
+        s
+    }
+
+    fn schedule(&mut self, t: u64, a: Action) {
+        self.order += 1;
+        self.actions.push(Reverse((t, self.order, a)));
+    }
+
+    /// Emit an event of host `h` that happened at true time `t`.
+    fn emit(&mut self, h: usize, t: u64, ev: Ev) {
+        let (until, extra) = self.cfg.unlocked[h];
+        let locked = t >= self.cfg.start_ns + until;
+        let off = self.cfg.clock_offset_ns[h] + if locked { 0 } else { extra };
+        let ts = (t as i64 + off) as u64;
+        let ev = match ev {
+            Ev::Tx(mut e) => {
+                e.global_ns = ts;
+                e.mono_ns = t;
+                Ev::Tx(e)
+            }
+            Ev::Rx(mut e) => {
+                e.global_ns = ts;
+                e.mono_ns = t;
+                Ev::Rx(e)
+            }
+            Ev::Tcp(mut e) => {
+                e.global_ns = ts;
+                e.mono_ns = t;
+                Ev::Tcp(e)
+            }
+            Ev::Clock(mut e) => {
+                e.global_ns = ts;
+                e.mono_ns = t;
+                Ev::Clock(e)
+            }
+            Ev::Other => Ev::Other,
+        };
+        self.order += 1;
+        self.out
+            .push(Reverse((ts, self.order, h, locked, EvBox(ev))));
+    }
+
+    /// Sender host, receiver host, ports and addresses of direction `d`.
+    fn ends(&self, d: usize) -> (usize, usize, [u8; 16], [u8; 16], u16, u16) {
+        let (s, r) = if d == 0 { (0, 1) } else { (1, 0) };
+        (
+            s,
+            r,
+            addr16(self.cfg.addrs[s]),
+            addr16(self.cfg.addrs[r]),
+            self.cfg.ports[s],
+            self.cfg.ports[r],
+        )
+    }
+
+    fn tx(&self, d: usize, stage: TxStage, seq: u32, tskey: u32) -> Ev {
+        let (s, _, sa, da, sp, dp) = self.ends(d);
+        Ev::Tx(TxEvent {
+            cookie: 0x1000 + s as u64,
+            tskey,
+            seq,
+            stage: stage as u8,
+            family: 4,
+            sport: sp,
+            dport: dp,
+            saddr: sa,
+            daddr: da,
+            ..TxEvent::default()
+        })
+    }
+
+    fn rx(&self, d: usize, stage: RxStage, seq: u32, end_seq: u32, len: u32) -> Ev {
+        let (s, _, sa, da, sp, dp) = self.ends(d);
+        Ev::Rx(RxEvent {
+            cookie: 0x2000 + s as u64,
+            seq,
+            end_seq,
+            len,
+            stage: stage as u8,
+            family: 4,
+            protocol: 6,
+            sport: sp,
+            dport: dp,
+            saddr: sa,
+            daddr: da,
+            ..RxEvent::default()
+        })
+    }
+
+    fn flow_hash(&self, d: usize) -> u64 {
+        let (_, _, sa, da, sp, dp) = self.ends(d);
+        sample::flow_hash(&sa, &da, sp, dp)
+    }
+
+    fn step(&mut self) -> bool {
+        let Some(Reverse((t, _, a))) = self.actions.pop() else {
+            return false;
+        };
+        self.now = t;
+        let cfg = self.cfg.clone();
+        match a {
+            Action::Clock { h } => {
+                self.emit(
+                    h,
+                    t,
+                    Ev::Clock(ClockEvent {
+                        mono_ns: 0,
+                        global_ns: 0,
+                        ref_ns: t,
+                        offset_ns: cfg.clock_offset_ns[h],
+                        freq_ppb: 0.0,
+                        delay_ns: 20_000,
+                        uncertainty_ns: cfg.clock_claim_ns[h] / 2,
+                        error_estimate_ns: cfg.clock_claim_ns[h],
+                        source: 2,
+                        state: if t >= cfg.start_ns + cfg.unlocked[h].0 {
+                            3
+                        } else {
+                            0
+                        },
+                    }),
+                );
+                if t < self.end_ns {
+                    self.schedule(t + 100_000_000, Action::Clock { h });
+                }
+            }
+            Action::Send { d, i, attempt } => {
+                let (s, _, _, _, _, _) = self.ends(d);
+                let seq = cfg.isn[d].wrapping_add((i * u64::from(cfg.skb_len)) as u32);
+                let tskey = seq.wrapping_add(cfg.skb_len - 1);
+                let hash = self.flow_hash(d);
+                let tagged = sample::byte(hash, tskey, sample::threshold(cfg.sample_every[s]));
+                if tagged {
+                    if attempt == 0 {
+                        self.emit(s, t - 3_000, self.tx(d, TxStage::Sendmsg, seq, tskey));
+                    } else {
+                        let mut e = TcpEvent {
+                            cookie: 0x1000 + s as u64,
+                            seq,
+                            end_seq: seq.wrapping_add(cfg.skb_len),
+                            ..TcpEvent::default()
+                        };
+                        let (_, _, sa, da, sp, dp) = self.ends(d);
+                        e.anomaly = TcpAnomaly::Retransmit as u8;
+                        (e.saddr, e.daddr, e.sport, e.dport) = (sa, da, sp, dp);
+                        self.emit(s, t - 2_000, Ev::Tcp(e));
+                    }
+                    self.emit(s, t - 1_000, self.tx(d, TxStage::Sched, 0, tskey));
+                    self.emit(s, t, self.tx(d, TxStage::SndSw, 0, tskey));
+                }
+                let arrive = t + cfg.one_way_ns + mixu(i ^ (d as u64) << 40) % cfg.jitter_ns.max(1);
+                if attempt > 0 {
+                    // A retransmission travels alone.
+                    self.schedule(
+                        arrive,
+                        Action::Arrive {
+                            d,
+                            start: seq,
+                            len: cfg.skb_len,
+                        },
+                    );
+                } else {
+                    let g = u64::from(cfg.gro.max(1));
+                    let group = i / g;
+                    let last_of_group = i % g == g - 1 || i + 1 == cfg.skbs;
+                    let lost =
+                        cfg.lose_one_in > 0 && group % cfg.lose_one_in == cfg.lose_one_in - 1;
+                    if lost {
+                        self.schedule(t + cfg.rto_ns, Action::Send { d, i, attempt: 1 });
+                    } else if last_of_group {
+                        let first = group * g;
+                        let start =
+                            cfg.isn[d].wrapping_add((first * u64::from(cfg.skb_len)) as u32);
+                        let len = ((i + 1 - first) * u64::from(cfg.skb_len)) as u32;
+                        self.schedule(arrive, Action::Arrive { d, start, len });
+                    }
+                    if i + 1 < cfg.skbs {
+                        self.schedule(
+                            t + cfg.interval_ns,
+                            Action::Send {
+                                d,
+                                i: i + 1,
+                                attempt: 0,
+                            },
+                        );
+                    }
+                }
+            }
+            Action::Arrive { d, start, len } => {
+                let (_, r, _, _, _, _) = self.ends(d);
+                let thr = sample::threshold(cfg.sample_every[r]);
+                let hash = self.flow_hash(d);
+                let end = start.wrapping_add(len);
+                let rel = u64::from(start.wrapping_sub(cfg.isn[d]));
+                let relend = rel + u64::from(len);
+                let in_range = |s: u32, e: u32| sample::range(hash, s, e, thr);
+                if in_range(start, end) {
+                    self.emit(r, t, self.rx(d, RxStage::StackEntry, start, end, len));
+                    self.emit(r, t + 1_000, self.rx(d, RxStage::TcpInput, start, end, len));
+                }
+                let rc = &mut self.rcv[d];
+                if relend <= rc.nxt {
+                    return true; // a duplicate
+                }
+                if rel > rc.nxt {
+                    rc.ofo.insert(rel, relend);
+                    return true;
+                }
+                let mut delivered = vec![(rel, relend)];
+                rc.nxt = relend;
+                while let Some((&s, &e)) = rc.ofo.iter().next() {
+                    if s > rc.nxt {
+                        break;
+                    }
+                    rc.ofo.remove(&s);
+                    if e > rc.nxt {
+                        delivered.push((s, e));
+                        rc.nxt = e;
+                    }
+                }
+                let nxt = cfg.isn[d].wrapping_add(rc.nxt as u32);
+                let abs = |x: u64| cfg.isn[d].wrapping_add(x as u32);
+                if sample::byte(hash, nxt.wrapping_sub(1), thr) {
+                    self.emit(r, t + 2_000, self.rx(d, RxStage::DataReady, 0, nxt, 0));
+                }
+                for (k, (s, e)) in delivered.iter().enumerate() {
+                    if in_range(abs(*s), abs(*e)) {
+                        let ev = self.rx(d, RxStage::Copy, abs(*s), abs(*e), (e - s) as u32);
+                        self.emit(r, t + 8_000 + k as u64 * 500, ev);
+                    }
+                }
+                if sample::byte(hash, nxt.wrapping_sub(1), thr) {
+                    let ev = self.rx(d, RxStage::ReadDone, 0, nxt, (relend - rel) as u32);
+                    self.emit(r, t + 10_000 + delivered.len() as u64 * 500, ev);
+                }
+            }
+        }
+        true
+    }
+}
+
+impl Iterator for Synth {
+    type Item = SynthEvent;
+
+    fn next(&mut self) -> Option<SynthEvent> {
+        loop {
+            // Events stamped before this can no longer be preceded.
+            let safe = self.now.saturating_sub(self.max_skew + 50_000);
+            let ready = self
+                .out
+                .peek()
+                .is_some_and(|Reverse((ts, ..))| *ts < safe || self.actions.is_empty());
+            if ready {
+                let Reverse((ts, _, h, locked, EvBox(ev))) = self.out.pop()?;
+                let (every, burst) = self.cfg.ring_losses[h];
+                let k = self.produced[h];
+                self.produced[h] += 1;
+                if every > 0 && k % every >= every.saturating_sub(burst) {
+                    self.dropped[h] += 1;
+                    continue;
+                }
+                let (every, burst) = self.cfg.drop_events[h];
+                let seq = self.next_seq[h];
+                self.next_seq[h] += 1;
+                if every > 0 && seq % every >= every.saturating_sub(burst) {
+                    self.dropped[h] += 1;
+                    continue;
+                }
+                self.delivered[h] += 1;
+                return Some(SynthEvent {
+                    host: h,
+                    ts_ns: ts,
+                    event_seq: seq,
+                    locked,
+                    ev,
+                });
+            }
+            if !self.step() && self.out.is_empty() {
+                return None;
+            }
+        }
+    }
+}
+
+/// How synthetic events are laid out in files.
+#[derive(Debug, Clone, Default)]
+pub struct FileLayout {
+    /// Start a new file after this many events (the sink's rotation).
+    pub events_per_file: Option<u64>,
+    /// One file series per host, as if each host had its own sink.
+    pub per_host: bool,
+}
+
+/// The record bytes (kind, len, body) of an event.
+pub fn record_bytes(ev: &Ev, out: &mut Vec<u8>) {
+    fn put<E: WireEvent>(e: &E, out: &mut Vec<u8>) {
+        out.extend_from_slice(&E::KIND.to_le_bytes());
+        out.extend_from_slice(&(E::BODY_LEN as u16).to_le_bytes());
+        e.encode_body(out);
+    }
+    match ev {
+        Ev::Tx(e) => put(e, out),
+        Ev::Rx(e) => put(e, out),
+        Ev::Tcp(e) => put(e, out),
+        Ev::Clock(e) => put(e, out),
+        Ev::Other => {
+            // An unknown kind, skipped by readers by its length.
+            out.extend_from_slice(&999u16.to_le_bytes());
+            out.extend_from_slice(&0u16.to_le_bytes());
+        }
+    }
+}
+
+struct OpenFile {
+    w: PcapNgWriter<BufWriter<File>>,
+    events: u64,
+}
+
+/// Writes synthetic events as the sink writes its files.
+pub struct SynthWriter {
+    dir: PathBuf,
+    layout: FileLayout,
+    names: [String; 2],
+    agent_ids: [u64; 2],
+    /// Open file per series (one series, or one per host).
+    files: [Option<OpenFile>; 2],
+    counters: [u32; 2],
+    /// Cumulative events per host written and lost (the ISB totals).
+    recv: [u64; 2],
+    drop: [u64; 2],
+    /// Files written, in creation order.
+    pub paths: Vec<PathBuf>,
+    buf: Vec<u8>,
+}
+
+fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl SynthWriter {
+    /// Files go into `dir`.
+    pub fn new(dir: &Path, cfg: &SynthConfig, layout: FileLayout) -> Self {
+        SynthWriter {
+            dir: dir.to_owned(),
+            layout,
+            names: cfg.names.clone(),
+            agent_ids: cfg.agent_ids,
+            files: [None, None],
+            counters: [0, 0],
+            recv: [0, 0],
+            drop: [0, 0],
+            paths: Vec::new(),
+            buf: Vec::with_capacity(256),
+        }
+    }
+
+    fn open(&mut self, series: usize) -> std::io::Result<()> {
+        let name = if self.layout.per_host {
+            format!("sink{series}-{:03}.pcapng", self.counters[series])
+        } else {
+            format!("trace-{:03}.pcapng", self.counters[series])
+        };
+        self.counters[series] += 1;
+        let path = self.dir.join(name);
+        let f = BufWriter::with_capacity(1 << 20, File::create(&path)?);
+        let mut w =
+            PcapNgWriter::with_section_header(f, SectionHeaderBlock::default()).map_err(io)?;
+        for h in 0..2 {
+            if self.layout.per_host && h != series {
+                continue;
+            }
+            w.write_pcapng_block(InterfaceDescriptionBlock {
+                linktype: DataLink::USER0,
+                snaplen: 0,
+                options: vec![
+                    InterfaceDescriptionOption::IfName(Cow::Owned(self.names[h].clone())),
+                    InterfaceDescriptionOption::IfDescription(Cow::Owned(format!(
+                        "agent {:016x} clock sink",
+                        self.agent_ids[h]
+                    ))),
+                    InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
+                ],
+            })
+            .map_err(io)?;
+        }
+        self.paths.push(path);
+        self.files[series] = Some(OpenFile { w, events: 0 });
+        Ok(())
+    }
+
+    fn close(&mut self, series: usize) -> std::io::Result<()> {
+        let Some(mut f) = self.files[series].take() else {
+            return Ok(());
+        };
+        for h in 0..2 {
+            if self.layout.per_host && h != series {
+                continue;
+            }
+            let iface = if self.layout.per_host { 0 } else { h as u32 };
+            f.w.write_pcapng_block(InterfaceStatisticsBlock {
+                interface_id: iface,
+                timestamp: Duration::from_nanos(0),
+                options: vec![
+                    InterfaceStatisticsOption::IsbIfRecv(self.recv[h]),
+                    InterfaceStatisticsOption::IsbIfDrop(self.drop[h]),
+                ],
+            })
+            .map_err(io)?;
+        }
+        let mut inner = f.w.into_inner();
+        std::io::Write::flush(&mut inner)
+    }
+
+    /// Write one event; `dropped` is the host's cumulative lost events.
+    pub fn write(&mut self, e: &SynthEvent, dropped: u64) -> std::io::Result<()> {
+        let series = if self.layout.per_host { e.host } else { 0 };
+        if self.files[series]
+            .as_ref()
+            .is_some_and(|f| self.layout.events_per_file.is_some_and(|n| f.events >= n))
+        {
+            self.close(series)?;
+        }
+        if self.files[series].is_none() {
+            self.open(series)?;
+        }
+        self.recv[e.host] += 1;
+        self.drop[e.host] = dropped;
+        let iface = if self.layout.per_host {
+            0
+        } else {
+            e.host as u32
+        };
+        let mut rec = Vec::with_capacity(160);
+        record_bytes(&e.ev, &mut rec);
+        self.buf.clear();
+        CaptureRecord::encode(
+            &mut self.buf,
+            self.agent_ids[e.host],
+            e.event_seq,
+            2,
+            if e.locked { 3 } else { 0 },
+            &self.names[e.host],
+            &rec,
+        );
+        let id = e.event_seq.to_le_bytes();
+        let Some(f) = self.files[series].as_mut() else {
+            return Err(io("no open file"));
+        };
+        f.w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: iface,
+            timestamp: Duration::from_nanos(e.ts_ns),
+            original_len: self.buf.len() as u32,
+            data: Cow::Borrowed(&self.buf),
+            options: vec![EnhancedPacketOption::Common(CommonOption::Unknown(
+                UnknownOption {
+                    code: 5,
+                    value: Cow::Borrowed(&id),
+                },
+            ))],
+        })
+        .map_err(io)?;
+        f.events += 1;
+        Ok(())
+    }
+
+    /// Close every file (writing its ISBs).
+    pub fn finish(mut self) -> std::io::Result<Vec<PathBuf>> {
+        self.close(0)?;
+        self.close(1)?;
+        Ok(self.paths)
+    }
+}
+
+/// Simulate `cfg` and write it into `dir` laid out as `layout`; returns
+/// the files and the events written.
+pub fn write_trace(
+    dir: &Path,
+    cfg: &SynthConfig,
+    layout: FileLayout,
+) -> std::io::Result<(Vec<PathBuf>, u64)> {
+    let mut sim = Synth::new(cfg.clone());
+    let mut w = SynthWriter::new(dir, cfg, layout);
+    let mut n = 0;
+    while let Some(e) = sim.next() {
+        w.write(&e, sim.dropped[e.host])?;
+        n += 1;
+    }
+    Ok((w.finish()?, n))
+}

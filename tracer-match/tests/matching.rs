@@ -1,0 +1,524 @@
+//! The matcher on synthetic event streams with known truth: GRO, losses
+//! and retransmissions, both directions of one connection, clock offsets
+//! (violations and the offset interval), sampling, lost events, and the
+//! same trace cut into files in different ways.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use tracer_codec::{RxEvent, RxStage, TxEvent, TxStage};
+use tracer_match::input::{Ev, HostTable, Input};
+use tracer_match::report::{DirectionReport, Report};
+use tracer_match::synth::{write_trace, FileLayout, Synth, SynthConfig};
+use tracer_match::{MatchConfig, Matcher, MergeConfig};
+
+/// Run the matcher over a simulation, in memory.
+fn simulate(cfg: &SynthConfig, mc: MatchConfig) -> Report {
+    let mut hosts = HostTable::default();
+    let ids = [
+        hosts.intern(cfg.agent_ids[0], &cfg.names[0]),
+        hosts.intern(cfg.agent_ids[1], &cfg.names[1]),
+    ];
+    let mut m = Matcher::new(mc);
+    let mut sim = Synth::new(cfg.clone());
+    for e in sim.by_ref() {
+        m.push(&Input {
+            ts_ns: e.ts_ns,
+            host: ids[e.host],
+            agent_id: cfg.agent_ids[e.host],
+            event_seq: e.event_seq,
+            clock_source: 2,
+            clock_locked: e.locked,
+            ev: e.ev,
+        });
+    }
+    m.finish_input();
+    tracer_match::report::build(m, &hosts, Default::default(), &HashMap::new(), 0).0
+}
+
+fn dir<'a>(r: &'a Report, from: &str, to: &str) -> &'a DirectionReport {
+    r.directions
+        .iter()
+        .find(|d| d.sender == from && d.receiver.as_deref() == Some(to))
+        .unwrap_or_else(|| panic!("no direction {from} → {to} in {:#?}", r.directions))
+}
+
+#[test]
+fn gro_skbs_match_every_tx_skb_they_carry() {
+    let cfg = SynthConfig {
+        skbs: 400,
+        gro: 4,
+        jitter_ns: 1,
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let d = dir(&r, "alpha", "beta");
+    assert_eq!((d.sent, d.matched, d.retransmits), (400, 400, 0));
+    assert_eq!(d.unmatched.total(), 0);
+    let ow = d.one_way.unwrap();
+    // The last TX skb of a GRO group waits for nothing; the first waits
+    // for the three after it (interval 20 µs each).
+    assert_eq!(ow.min_ns, 15_000);
+    assert_eq!(ow.max_ns, 15_000 + 3 * 20_000);
+    // Every stage of the life was found.
+    for s in &d.stages {
+        assert_eq!(s.dist.map(|x| x.count), Some(400), "{}", s.gap);
+    }
+    assert_eq!(d.violations.count, 0);
+    assert!(r.directions.iter().all(|d| d.sender == "alpha"));
+}
+
+#[test]
+fn lost_skbs_are_unmatched_and_their_retransmissions_matched() {
+    let cfg = SynthConfig {
+        skbs: 1000,
+        gro: 2,
+        lose_one_in: 10,
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let d = dir(&r, "alpha", "beta");
+    // 50 groups of 2 lost: 100 TX skbs sent twice.
+    assert_eq!(d.sent, 1100);
+    assert_eq!(d.retransmits, 100);
+    assert_eq!(d.matched, 1000);
+    assert_eq!(d.matched_retransmits, 100);
+    assert_eq!(d.unmatched.no_rx, 100);
+    assert_eq!(d.unmatched.no_rx_then_retransmitted, 100);
+    // Retransmissions travel alone: their one-way is the true one, so no
+    // retransmission was paired with the original's send.
+    let ow = d.one_way.unwrap();
+    assert!(
+        ow.min_ns >= 15_000 && ow.max_ns < 15_000 + 20_000 + 4_000,
+        "{ow:?}"
+    );
+    // Bytes that waited for a retransmission became readable late.
+    let ready = d
+        .stages
+        .iter()
+        .find(|s| s.gap == "TCP_INPUT→DATA_READY")
+        .unwrap();
+    assert!(ready.dist.unwrap().max_ns > 200_000, "{ready:?}");
+    assert_eq!(r.hosts[0].retransmit_events, 100);
+}
+
+#[test]
+fn a_retransmission_soon_after_the_original_still_pairs_right() {
+    // The retransmission leaves 30 µs after the original, well inside
+    // the window, and both copies arrive: each RX skb must go to the
+    // send whose one-way delay fits the pair's usual one.
+    let cfg = SynthConfig {
+        skbs: 300,
+        gro: 1,
+        lose_one_in: 7,
+        rto_ns: 30_000,
+        jitter_ns: 1,
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let d = dir(&r, "alpha", "beta");
+    let ow = d.one_way.unwrap();
+    assert_eq!((ow.min_ns, ow.max_ns), (15_000, 15_000), "{ow:?}");
+    assert_eq!(d.matched, 300);
+}
+
+#[test]
+fn both_directions_of_one_connection_stay_apart() {
+    let cfg = SynthConfig {
+        skbs: 500,
+        both_ways: true,
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    for (a, b) in [("alpha", "beta"), ("beta", "alpha")] {
+        let d = dir(&r, a, b);
+        assert_eq!((d.sent, d.matched), (500, 500), "{a} → {b}");
+        assert_eq!(d.flows, 1);
+    }
+    assert_eq!(r.directions.len(), 2);
+    let p = &r.pairs[0];
+    assert_eq!((p.a.as_str(), p.b.as_str()), ("alpha", "beta"));
+    assert_eq!(p.contains_zero, Some(true));
+}
+
+#[test]
+fn clock_offset_shows_as_violations_and_bounds_the_interval() {
+    // beta's clock 50 µs behind alpha's; true one-way 15..19 µs.
+    let cfg = SynthConfig {
+        skbs: 500,
+        both_ways: true,
+        gro: 1,
+        jitter_ns: 1,
+        clock_offset_ns: [0, -50_000],
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let ab = dir(&r, "alpha", "beta");
+    let ba = dir(&r, "beta", "alpha");
+    // alpha → beta arrives "before" it left: every packet violates.
+    assert_eq!(ab.matched, 500);
+    assert_eq!(ab.violations.count, 500);
+    let worst = ab.violations.worst_ns.unwrap();
+    assert_eq!(worst, -35_000);
+    assert_eq!(ab.violations.worst.as_ref().unwrap().sender, "alpha");
+    assert_eq!(ba.violations.count, 0);
+    // θ = clock(beta) - clock(alpha) = -50 µs lies in the interval, which
+    // excludes 0 and is twice the minimum true one-way wide.
+    let p = &r.pairs[0];
+    let (lo, hi) = (p.lo_ns.unwrap(), p.hi_ns.unwrap());
+    assert!(lo <= -50_000 && -50_000 <= hi, "[{lo}, {hi}]");
+    assert_eq!(p.contains_zero, Some(false));
+    assert_eq!(p.self_consistent, Some(true));
+    assert_eq!(hi - lo, 2 * 15_000, "[{lo}, {hi}]");
+    // The agents claimed 100 ns each: the data contradict them.
+    assert_eq!(p.claimed_bound_ns, Some(200));
+    assert_eq!(p.claim_consistent, Some(false));
+}
+
+#[test]
+fn violations_before_a_clock_locked_are_told_apart() {
+    // beta's servo takes 2 ms to lock and is 100 µs behind meanwhile;
+    // afterwards both clocks agree.
+    let cfg = SynthConfig {
+        skbs: 500,
+        both_ways: true,
+        gro: 1,
+        jitter_ns: 1,
+        unlocked: [(0, 0), (2_000_000, -100_000)],
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let ab = dir(&r, "alpha", "beta");
+    // alpha -> beta packets received while beta was unlocked violate.
+    assert!(ab.violations.count > 50, "{:?}", ab.violations);
+    assert_eq!(ab.violations.while_unlocked, ab.violations.count);
+    // The interval comes from packets on locked clocks only: it holds
+    // the true offset 0, not the unlocked -100 µs.
+    let p = &r.pairs[0];
+    assert_eq!((p.lo_ns, p.hi_ns), (Some(-15_000), Some(15_000)), "{p:?}");
+    assert!(!p.includes_unlocked);
+    assert!(p.packets_a_to_b < ab.matched);
+}
+
+#[test]
+fn sampling_on_both_ends_keeps_every_tagged_skb_matched() {
+    let cfg = SynthConfig {
+        skbs: 3000,
+        sample_every: [10, 10],
+        ..SynthConfig::default()
+    };
+    let r = simulate(
+        &cfg,
+        MatchConfig {
+            sample_every: 10,
+            ..MatchConfig::default()
+        },
+    );
+    let d = dir(&r, "alpha", "beta");
+    assert!(d.sent > 100 && d.sent < 1000, "{} of 3000 tagged", d.sent);
+    assert_eq!(d.matched, d.sent);
+}
+
+#[test]
+fn skbs_the_receiver_did_not_sample_are_sampled_out_not_lost() {
+    // The sender records everything, the receiver one granule in 10.
+    let cfg = SynthConfig {
+        skbs: 3000,
+        sample_every: [1, 10],
+        ..SynthConfig::default()
+    };
+    let with_rate = simulate(
+        &cfg,
+        MatchConfig {
+            sample_every: 10,
+            ..MatchConfig::default()
+        },
+    );
+    let d = dir(&with_rate, "alpha", "beta");
+    assert_eq!(d.sent, 3000);
+    assert!(d.unmatched.sampled_out > 2000, "{:?}", d.unmatched);
+    assert_eq!(
+        d.matched + d.unmatched.sampled_out,
+        3000,
+        "{:?}",
+        d.unmatched
+    );
+    assert_eq!(d.unmatched.no_rx, 0);
+    // Without the rate the matcher cannot tell: they are "no RX seen".
+    let without = simulate(&cfg, MatchConfig::default());
+    let d = dir(&without, "alpha", "beta");
+    assert_eq!(d.unmatched.sampled_out, 0);
+    assert!(d.unmatched.no_rx > 2000);
+}
+
+#[test]
+fn lost_events_of_the_receiver_explain_its_missing_receptions() {
+    let cfg = SynthConfig {
+        skbs: 2000,
+        gro: 1,
+        // Bursts of 12 lost events (a lost datagram) every 300.
+        drop_events: [(0, 0), (300, 12)],
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let d = dir(&r, "alpha", "beta");
+    // An RX skb is unmatched only when both STACK_ENTRY and TCP_INPUT
+    // were lost; those are charged to lost events, none to "no RX".
+    assert!(d.unmatched.lost_events > 0, "{:?}", d.unmatched);
+    assert_eq!(d.unmatched.no_rx, 0, "{:?}", d.unmatched);
+    assert_eq!(d.matched + d.unmatched.lost_events, 2000);
+    let beta = r.hosts.iter().find(|h| h.name == "beta").unwrap();
+    let lost = 12 * (beta.events["rx"] + beta.lost_events.placed) / 300;
+    assert!(
+        beta.lost_events.placed >= lost - 24,
+        "{:?}",
+        beta.lost_events
+    );
+}
+
+#[test]
+fn losses_only_the_files_statistics_report_are_charged_too() {
+    // The receiver's agent overran its ring: events lost before they were
+    // numbered, so only the ISB's total knows of them.
+    let cfg = SynthConfig {
+        skbs: 2000,
+        gro: 1,
+        ring_losses: [(0, 0), (500, 20)],
+        ..SynthConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = write_trace(dir.path(), &cfg, FileLayout::default()).unwrap();
+    let (r, _) = tracer_match::run(&files, MergeConfig::default(), MatchConfig::default()).unwrap();
+    let beta = r.hosts.iter().find(|h| h.name == "beta").unwrap();
+    assert_eq!(beta.lost_events.placed, 0);
+    assert!(beta.lost_events.reported > 100, "{:?}", beta.lost_events);
+    assert_eq!(beta.lost_events.unplaced, beta.lost_events.reported);
+    let d = dir_of(&r);
+    assert!(d.unmatched.lost_events > 0, "{:?}", d.unmatched);
+    assert_eq!(d.unmatched.no_rx, 0, "{:?}", d.unmatched);
+    assert_eq!(d.matched + d.unmatched.lost_events, 2000);
+}
+
+fn v4(a: [u8; 4]) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[..4].copy_from_slice(&a);
+    r
+}
+
+fn mapped(a: [u8; 4]) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[10] = 0xff;
+    r[11] = 0xff;
+    r[12..].copy_from_slice(&a);
+    r
+}
+
+/// A hand-written stream: (host, ts, event).
+fn run_events(events: Vec<(&str, u64, Ev)>) -> Report {
+    let mut hosts = HostTable::default();
+    let mut m = Matcher::new(MatchConfig {
+        window_ns: 1_000_000,
+        ..MatchConfig::default()
+    });
+    let mut seq: HashMap<String, u64> = HashMap::new();
+    for (h, ts, ev) in events {
+        let agent = h.bytes().map(u64::from).sum::<u64>();
+        let n = seq.entry(h.to_owned()).or_default();
+        m.push(&Input {
+            ts_ns: ts,
+            host: hosts.intern(agent, h),
+            agent_id: agent,
+            event_seq: *n,
+            clock_source: 0,
+            clock_locked: true,
+            ev,
+        });
+        *n += 1;
+    }
+    m.finish_input();
+    tracer_match::report::build(m, &hosts, Default::default(), &HashMap::new(), 0).0
+}
+
+fn snd(family: u8, s: [u8; 16], d: [u8; 16], tskey: u32) -> Ev {
+    Ev::Tx(TxEvent {
+        stage: TxStage::SndSw as u8,
+        family,
+        cookie: 7,
+        tskey,
+        sport: 40000,
+        dport: 80,
+        saddr: s,
+        daddr: d,
+        ..TxEvent::default()
+    })
+}
+
+fn stack(s: [u8; 16], sp: u16, d: [u8; 16], dp: u16, seq: u32, end: u32) -> Ev {
+    Ev::Rx(RxEvent {
+        stage: RxStage::StackEntry as u8,
+        family: 4,
+        protocol: 6,
+        seq,
+        end_seq: end,
+        sport: sp,
+        dport: dp,
+        saddr: s,
+        daddr: d,
+        ..RxEvent::default()
+    })
+}
+
+#[test]
+fn tuples_direction_and_mapped_addresses() {
+    let (a, b) = ([10, 1, 0, 1], [10, 1, 0, 2]);
+    let t = 1_000_000_000_000;
+    let r = run_events(vec![
+        // A dual-stack sender socket (::ffff:10.1.0.1) and the receiver's
+        // IPv4 headers: one flow.
+        ("a", t, snd(6, mapped(a), mapped(b), 1999)),
+        ("b", t + 10_000, stack(v4(a), 40000, v4(b), 80, 1000, 2000)),
+        // Bytes of the other direction with the same numbers must not
+        // match: the RX skb is b → a, the send a → b.
+        ("a", t + 20_000, snd(4, v4(a), v4(b), 5999)),
+        ("a", t + 30_000, stack(v4(b), 80, v4(a), 40000, 5000, 6000)),
+        ("b", t + 40_000, stack(v4(a), 40000, v4(b), 80, 9000, 9100)),
+        // To an address nobody traced receives on.
+        ("a", t + 50_000, snd(4, v4(a), v4([192, 0, 2, 9]), 100)),
+    ]);
+    let d = dir(&r, "a", "b");
+    assert_eq!((d.sent, d.matched, d.unmatched.no_rx), (2, 1, 1));
+    assert_eq!(d.one_way.unwrap().min_ns, 10_000);
+    let untraced = r
+        .directions
+        .iter()
+        .find(|d| d.receiver.is_none())
+        .expect("the untraced peer's direction");
+    assert_eq!(untraced.unmatched.peer_not_traced, 1);
+}
+
+#[test]
+fn sends_outside_the_receivers_trace_are_counted_so() {
+    let (a, b) = ([10, 1, 0, 1], [10, 1, 0, 2]);
+    let t = 1_000_000_000_000;
+    let r = run_events(vec![
+        ("a", t, snd(4, v4(a), v4(b), 1999)), // before b's first RX event
+        (
+            "b",
+            t + 5_000_000,
+            stack(v4(a), 40000, v4(b), 80, 3000, 4000),
+        ),
+        ("a", t + 5_000_000 - 10_000, snd(4, v4(a), v4(b), 3999)),
+        ("a", t + 9_000_000, snd(4, v4(a), v4(b), 7999)), // after its last
+    ]);
+    let d = dir(&r, "a", "b");
+    assert_eq!(d.matched, 1);
+    assert_eq!(d.unmatched.outside_window, 2, "{:?}", d.unmatched);
+}
+
+/// The report without what names the input files.
+fn canonical(r: &Report) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap();
+    v["input"]["files"] = serde_json::Value::Null;
+    v["input"]["peak_held"] = serde_json::Value::Null;
+    v
+}
+
+#[test]
+fn one_file_rotated_files_and_per_host_files_give_one_result() {
+    let cfg = SynthConfig {
+        skbs: 3000,
+        both_ways: true,
+        lose_one_in: 25,
+        clock_offset_ns: [0, 4_000],
+        ..SynthConfig::default()
+    };
+    let merge = MergeConfig::default();
+    let layouts = [
+        FileLayout::default(),
+        FileLayout {
+            events_per_file: Some(997),
+            per_host: false,
+        },
+        FileLayout {
+            events_per_file: None,
+            per_host: true,
+        },
+        FileLayout {
+            events_per_file: Some(1500),
+            per_host: true,
+        },
+    ];
+    let mut reference = None;
+    for (k, layout) in layouts.into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut files, events) = write_trace(dir.path(), &cfg, layout.clone()).unwrap();
+        assert!(events > 30_000);
+        // Given in any order.
+        files.reverse();
+        if k > 0 {
+            assert!(files.len() > 1, "{layout:?}");
+        }
+        let (r, _) = tracer_match::run(&files, merge, MatchConfig::default()).unwrap();
+        assert_eq!(r.input.events, events);
+        assert_eq!(r.input.late, 0, "{layout:?}");
+        let d = dir_of(&r);
+        assert!(d.matched > 2900, "{layout:?}: {}", d.matched);
+        let c = canonical(&r);
+        match &reference {
+            None => reference = Some(c),
+            Some(want) => assert_eq!(&c, want, "{layout:?} differs from one file"),
+        }
+    }
+}
+
+fn dir_of(r: &Report) -> &DirectionReport {
+    dir(r, "alpha", "beta")
+}
+
+#[test]
+fn memory_is_bounded_by_the_window_not_the_trace() {
+    let peak = |skbs| {
+        let cfg = SynthConfig {
+            skbs,
+            both_ways: true,
+            ..SynthConfig::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (files, _) = write_trace(dir.path(), &cfg, FileLayout::default()).unwrap();
+        let (r, _) = tracer_match::run(
+            &files,
+            MergeConfig {
+                reorder_window_ns: 5_000_000,
+                ..MergeConfig::default()
+            },
+            MatchConfig {
+                window_ns: 10_000_000,
+                ..MatchConfig::default()
+            },
+        )
+        .unwrap();
+        (r.peak_held_by_matcher, r.input.peak_held)
+    };
+    let (small_m, small_in) = peak(5_000);
+    let (big_m, big_in) = peak(50_000);
+    // Ten times the trace, about the same state (the windows hold ~1.5k
+    // skbs at this rate).
+    assert!(big_m < small_m * 2, "matcher {small_m} -> {big_m}");
+    assert!(big_in < small_in * 2, "input {small_in} -> {big_in}");
+}
+
+#[test]
+fn a_damaged_file_is_used_up_to_the_damage() {
+    let cfg = SynthConfig {
+        skbs: 200,
+        ..SynthConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = write_trace(dir.path(), &cfg, FileLayout::default()).unwrap();
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let cut: PathBuf = dir.path().join("cut.pcapng");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3 + 3]).unwrap();
+    let (r, _) = tracer_match::run(&[cut], MergeConfig::default(), MatchConfig::default()).unwrap();
+    assert_eq!(r.input.damaged_files.len(), 1);
+    assert!(dir_of(&r).matched > 100);
+}
