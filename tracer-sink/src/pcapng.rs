@@ -775,6 +775,20 @@ mod tests {
     }
 
     #[test]
+    fn kept_events_are_counted_per_agent() {
+        // Interfaces 0, 1, 2 are agents 7, 3, 9.
+        let spans = vec![(7, None), (3, None), (9, None)];
+        let mut buf = Vec::new();
+        for iface in [0, 1, 0, 2, 1, 0] {
+            encode_epb(&mut buf, iface, 1, 1, |o| o.push(1), |_| {});
+        }
+        assert_eq!(epbs_by_agent(&spans, &buf), [(7, 3), (3, 2), (9, 1)]);
+        let (keep, n) = whole_blocks(&buf, buf.len() / 2 + 3);
+        assert_eq!(n, 3);
+        assert_eq!(epbs_by_agent(&spans, &buf[..keep]), [(7, 2), (3, 1)]);
+    }
+
+    #[test]
     fn oversized_comment_is_cut_on_a_char_boundary() {
         let mut buf = Vec::new();
         let text = "é".repeat(40_000); // 80 000 bytes

@@ -322,3 +322,65 @@ async fn agents_get_tagged_acknowledgements_of_what_reached_the_file() {
     let c = isb_comment(&dir.path().join("out"), 0);
     assert!(c.contains("preceding_events=1000"), "{c}");
 }
+
+/// The tag and the replay window come before the bounded agent table: a
+/// flood of forged agents (no key, wrong key) from one source spends none
+/// of that source's new-agent budget, a forged far-future sequence number
+/// moves nothing, and replays of a real agent's datagrams are `replay`,
+/// never `duplicate` or `seq_jump`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgeries_spend_no_admission_budget_and_move_no_sequence() {
+    let k = key(3);
+    let sink = TestSink::start(|c| SinkConfig {
+        keys: Some(SinkKeys::from_shared(&k)),
+        ..c
+    })
+    .await;
+    let tx = sender();
+    let burst = tracer_sink::limits::SOURCE_BURST as u64;
+    for id in 0..(4 * burst) {
+        let mut unkeyed = SimAgent::new(0x1000 + id, "forged");
+        tx.send_to(&unkeyed.datagram(&[ev(900)]), sink.addr)
+            .unwrap();
+        let mut wrong = SimAgent::new(0x2000 + id, "forged").with_key(&key(4));
+        tx.send_to(&wrong.datagram(&[ev(901)]), sink.addr).unwrap();
+    }
+    // A forged datagram of a real agent id far ahead in sequence.
+    let mut real = SimAgent::new(0xAA, "real").with_key(&k);
+    let mut forged_ahead = SimAgent::new(0xAA, "real");
+    forged_ahead.incarnation = real.incarnation;
+    forged_ahead.seq = 1 << 40;
+    let first = real.datagram(&[ev(1)]);
+    tx.send_to(&first, sink.addr).unwrap();
+    tx.send_to(&forged_ahead.datagram(&[ev(902)]), sink.addr)
+        .unwrap();
+    // The source's whole burst is still there for real agents.
+    let mut others: Vec<SimAgent> = (1..burst)
+        .map(|i| SimAgent::new(0xAA + i, "real").with_key(&k))
+        .collect();
+    for (i, a) in others.iter_mut().enumerate() {
+        tx.send_to(&a.datagram(&[ev(10 + i as u64)]), sink.addr)
+            .unwrap();
+    }
+    let second = real.datagram(&[ev(2)]);
+    for d in [&second, &first, &second] {
+        tx.send_to(d, sink.addr).unwrap();
+    }
+    let (stats, _dir) = sink.stop().await;
+    let r = |k: &str| stats.rejects[k];
+    assert_eq!(r("auth_missing"), 4 * burst + 1, "{:?}", stats.rejects);
+    assert_eq!(r("auth_bad"), 4 * burst);
+    assert_eq!(r("new_agent_rate"), 0, "forgeries spent no budget");
+    assert_eq!(r("replay"), 2);
+    assert_eq!(r("duplicate") + r("seq_jump") + r("stale"), 0);
+    assert_eq!(stats.agents_seen, burst);
+    let a = stats
+        .agents
+        .iter()
+        .find(|a| a.agent_id == "00000000000000aa");
+    let a = a.expect("the real agent is listed");
+    assert_eq!(
+        (a.datagrams, a.events, a.datagram_gaps, a.seq_jumps),
+        (2, 2, 0, 0)
+    );
+}
