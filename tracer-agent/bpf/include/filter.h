@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * The `--filter` flow filter, evaluated in BPF before any ring output.
- * Every probe with a flow includes this header and calls one of
- * sk_flow_matches / skb_flow_matches / skb_flow_parsed_matches right after
- * its netns filter. The agent fills `flow_filter` (.rodata) from
+ * Every probe with a flow includes this header and calls
+ * sk_flow_matches (a socket's flow) or skb_flow_parsed_matches (a flow
+ * skb_flow.h parsed from the headers) right after its netns filter. The agent fills `flow_filter` (.rodata) from
  * tracer-agent/src/filter.rs between open and load.
  *
  * The filter is a conjunction of up to FILTER_MAX_CLAUSES clauses, each a
@@ -165,18 +165,6 @@ static __always_inline bool skb_flow_parsed_matches(const struct skb_flow *p, bo
 	f.sport = reverse ? p->dport : p->sport;
 	f.dport = reverse ? p->sport : p->dport;
 	return flow_matches(&f);
-}
-
-/* The flow of the packet in `skb` (network header set), `protocol` in host
- * order. Reads the headers only when a filter is set. */
-static __always_inline bool skb_flow_matches(struct sk_buff *skb, __u16 protocol)
-{
-	struct skb_flow p;
-
-	if (!filter_on())
-		return true;
-	skb_flow_parse(skb, protocol, &p);
-	return skb_flow_parsed_matches(&p, false);
 }
 
 #endif /* TRACER_FILTER_H */

@@ -199,8 +199,9 @@ pub struct ProbeCounters {
     /// (`--sample-every` > 1); those ending in a sampled granule were
     /// tagged (about one in N).
     pub sendmsg_seen: u64,
-    /// RX stack-entry records whose packet headers could not be read
-    /// (published without flow and sequence range).
+    /// RX skbs with an IP ethertype whose header did not read back as
+    /// IPv4/IPv6 (at stack entry, or COPY of a socketless skb): counted,
+    /// not recorded.
     pub rx_read_errors: u64,
     /// skbs freed with a drop reason, in any namespace (before the netns
     /// filter): the drops probe's work, not its output.
