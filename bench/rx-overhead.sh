@@ -302,7 +302,8 @@ if rows:
         lost = sum(float(r[4]) for r in rows if r[0] == m)
         if ag:
             print(f"    {LABEL[m]:18s} agent process s {spread(ag)}  events/round {med(ev):.0f}  lost {lost:.0f}")
-    print("    offered Gbit/s:", spread([float(r[2]) for r in rows if r[0] == "none"]))
+    # Over every round: MODES may leave out "none".
+    print("    offered Gbit/s:", spread([float(r[2]) for r in rows]))
 h = [l.split() for l in open(hooks)]
 if h:
     print("(1) BPF ns per run by hook (bpf_stats), agent vs do-nothing tp_btf reference on the same tracepoint; target <= 2x")

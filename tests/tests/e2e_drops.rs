@@ -3,7 +3,10 @@
 //! BTF and symbolized locations: UDP and TCP into closed ports give
 //! NO_SOCKET, an nftables drop rule gives NETFILTER_DROP, and a drop in
 //! namespace b is not recorded; and the tcp probe records the
-//! retransmissions random loss causes and the resets of a refused connect.
+//! retransmissions random loss causes and the resets of a refused connect,
+//! and the socket memory anomalies: a raw socket with a minimal receive
+//! buffer fills its queue (RCVQUEUE_FULL), and a UDP socket whose memory
+//! cgroup caps socket memory at one page fails a charge (EXCEED_BUF_LIMIT).
 //! Checked in the pcapng (decoded with tracer_codec) and through tshark
 //! with the dissector.
 
@@ -408,4 +411,298 @@ fn retransmissions_and_resets_under_random_loss() {
         expert("nettrace.drop.reason == \"NETFILTER_DROP\"").len(),
         nf_drops
     );
+}
+
+/// UDP port of the socket whose memory cgroup caps its receive memory.
+const MEMCG_PORT: u16 = 47200;
+/// Datagrams sent to each namespace's capped sockets.
+const FLOOD: usize = 10;
+/// Payload of each of them.
+const FLOOD_LEN: usize = 1000;
+/// SK_MEM_RECV, the kind sock:sock_exceed_buf_limit reports for a receive.
+const SK_MEM_RECV: u32 = 1;
+
+/// A cgroup v1 memory controller child whose TCP/socket memory limit
+/// (`memory.kmem.tcp.limit_in_bytes`, which caps every socket that charges
+/// protocol memory, UDP included) is one page. A socket created by a
+/// thread inside it charges its receive memory there, so once one page is
+/// queued the next charge fails in `__sk_mem_raise_allocated`, the path
+/// of sock:sock_exceed_buf_limit. (The other way to get there, the global
+/// `net.ipv4.udp_mem` / `tcp_mem` limits, would starve every socket of the
+/// machine.) Removed on drop; a leftover of a killed run is removed first.
+struct CappedMemcg {
+    path: std::path::PathBuf,
+}
+
+impl CappedMemcg {
+    /// Under this process's own memory cgroup; None when the machine has no
+    /// cgroup v1 memory controller with socket accounting.
+    fn create(name: &str) -> Option<Self> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let rel = own.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+            ctrl.split(',')
+                .any(|c| c == "memory")
+                .then(|| path.to_owned())
+        })?;
+        let parent =
+            std::path::Path::new("/sys/fs/cgroup/memory").join(rel.trim_start_matches('/'));
+        if !parent.join("memory.kmem.tcp.limit_in_bytes").exists() {
+            return None;
+        }
+        let path = parent.join(name);
+        let _ = std::fs::remove_dir(&path);
+        std::fs::create_dir(&path).expect("creating the memory cgroup");
+        let cg = CappedMemcg { path };
+        std::fs::write(cg.path.join("memory.kmem.tcp.limit_in_bytes"), "4096")
+            .expect("capping socket memory");
+        Some(cg)
+    }
+
+    /// Its `tasks` file: writing a thread id there moves that thread only
+    /// (cgroup v1 places threads one by one).
+    fn tasks(&self) -> std::path::PathBuf {
+        self.path.join("tasks")
+    }
+
+    /// Socket memory charged to it now, in bytes.
+    fn usage(&self) -> u64 {
+        std::fs::read_to_string(self.path.join("memory.kmem.tcp.usage_in_bytes"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for CappedMemcg {
+    fn drop(&mut self) {
+        // Empty once the thread that entered it has exited; the socket's
+        // reference keeps it only as an offline cgroup.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.path).is_ok() || !self.path.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// In namespace `ns`: an ICMP echo ("ping") socket with the smallest
+/// receive buffer, and a UDP socket on `addr:MEMCG_PORT` created inside
+/// `memcg`; both are returned to be kept open and never read. The ping
+/// socket is the one of this kernel's sockets that queues through
+/// sock_queue_rcv_skb() and so reports a full queue as
+/// sock:sock_rcvqueue_full (raw sockets check their queue before cloning
+/// and drop silently; TCP and UDP have queue limits of their own): its
+/// second echo reply no longer fits.
+fn capped_sockets(ns: &str, addr: Ipv4Addr, memcg: &CappedMemcg) -> (UdpSocket, UdpSocket) {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let ping = in_netns(NetnsPair::path(ns), "e2e-ping", || {
+        // Ping sockets are for the groups in this range (default: none).
+        std::fs::write("/proc/sys/net/ipv4/ping_group_range", "0 0").expect("ping_group_range");
+        // SAFETY: plain socket(2); the fd is owned right below.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_INET,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                libc::IPPROTO_ICMP,
+            )
+        };
+        assert!(fd >= 0, "ping socket: {}", std::io::Error::last_os_error());
+        // SAFETY: fd is a fresh descriptor nobody else owns.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        let one: libc::c_int = 1;
+        // SAFETY: setsockopt with a c_int option and its size; the kernel
+        // raises the value to its minimum receive buffer.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        // An AF_INET datagram socket: std's UDP calls work on it.
+        UdpSocket::from(owned)
+    })
+    .expect("thread in netns")
+    .join()
+    .expect("ping socket");
+    let tasks = memcg.tasks();
+    let udp = in_netns(NetnsPair::path(ns), "e2e-memcg", move || {
+        // This thread only: it exits right after, and the socket stays
+        // charged to the cgroup it was created in.
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        std::fs::write(&tasks, tid.to_string()).expect("joining the memory cgroup");
+        UdpSocket::bind((addr, MEMCG_PORT)).expect("bind")
+    })
+    .expect("thread in netns")
+    .join()
+    .expect("capped UDP socket");
+    (ping, udp)
+}
+
+/// Datagrams dropped by the ping sockets of namespace `ns` (the last
+/// column of its /proc/net/icmp).
+fn ping_drops(ns: &str) -> u64 {
+    in_netns(NetnsPair::path(ns), "e2e-icmp", || {
+        // thread-self: /proc/self/net would show the process's namespace.
+        let t = std::fs::read_to_string("/proc/thread-self/net/icmp").expect("/proc/net/icmp");
+        t.lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .sum()
+    })
+    .expect("thread in netns")
+    .join()
+    .expect("icmp table")
+}
+
+/// An ICMP echo request with `len` bytes of payload (the kernel fills in
+/// the identifier and checksum of a ping socket's requests).
+fn echo_request(len: usize) -> Vec<u8> {
+    let mut m = vec![8, 0, 0, 0, 0, 0, 0, 1];
+    m.resize(8 + len, 0x42);
+    m
+}
+
+#[test]
+fn socket_queue_full_and_buffer_limit_in_the_traced_namespace_only() {
+    if !require_root() {
+        return;
+    }
+    let Some(tshark) =
+        Tshark::or_skip("socket_queue_full_and_buffer_limit_in_the_traced_namespace_only")
+    else {
+        return;
+    };
+    let Some(memcg) = CappedMemcg::create("ntrsqf") else {
+        tracer_e2e::skip::skip(
+            "no cgroup v1 memory controller with memory.kmem.tcp.limit_in_bytes",
+        );
+        return;
+    };
+    let pair = NetnsPair::create("ntrsqf", 243).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let mut sink = spawn_sink(&pair, out.path(), &[]);
+    let mut agent = spawn_agent(&pair, &pair.a, "sender", "tcp");
+    // The same sockets in both namespaces; only a's may be reported.
+    let held_a = capped_sockets(&pair.a, pair.addr_a, &memcg);
+    let held_b = capped_sockets(&pair.b, pair.addr_b, &memcg);
+    // Datagrams into each namespace's capped UDP socket, and echo
+    // requests from each ping socket, whose replies come back to it.
+    let flood = |from: &str, ping: &UdpSocket, to: Ipv4Addr| {
+        let ping = ping.try_clone().expect("dup");
+        in_netns(NetnsPair::path(from), "e2e-flood", move || {
+            let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind");
+            for _ in 0..FLOOD {
+                s.send_to(&[0x42; FLOOD_LEN], (to, MEMCG_PORT))
+                    .expect("send");
+                ping.send_to(&echo_request(FLOOD_LEN), (to, 0))
+                    .expect("ping");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .expect("thread in netns")
+        .join()
+        .expect("flood");
+    };
+    flood(&pair.b, &held_b.0, pair.addr_a);
+    flood(&pair.a, &held_a.0, pair.addr_b);
+    let ident = held_a.0.local_addr().expect("ping socket address").port();
+    std::thread::sleep(Duration::from_millis(300));
+    let charged = memcg.usage();
+    // b's sockets overflowed as a's did: what the agent must not report.
+    let dropped_b = ping_drops(&pair.b);
+    assert!(dropped_b > 0, "b's ping socket dropped nothing");
+    let agent_final = stop_json(&mut agent, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    stop_json(&mut sink, libc::SIGTERM);
+    drop((held_a, held_b));
+    assert_eq!(agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
+    assert_eq!(agent_final["stats"]["bad_records"], 0);
+
+    let netns_a = netns_inode(&pair.a);
+    let trace = read_dir(out.path());
+    let mut full = Vec::new();
+    let mut limit = Vec::new();
+    for f in &trace.frames {
+        let Event::Tcp(e) = &f.event else { continue };
+        assert_eq!(
+            e.netns,
+            netns_a,
+            "another namespace's anomaly: {}",
+            e.summary()
+        );
+        match e.anomaly() {
+            Some(TcpAnomaly::RcvqueueFull) => full.push(*e),
+            Some(TcpAnomaly::ExceedBufLimit) => limit.push(*e),
+            _ => {}
+        }
+    }
+    // a's ping socket: its local "port" is its echo identifier, and what
+    // did not fit is an echo reply (ICMP header and payload).
+    assert!(
+        !full.is_empty(),
+        "no RCVQUEUE_FULL: {:?}",
+        trace
+            .frames
+            .iter()
+            .map(|f| format!("{:?}", f.event))
+            .collect::<Vec<_>>()
+    );
+    assert!(full.len() < FLOOD, "the first reply fits: {}", full.len());
+    for e in &full {
+        assert_eq!(
+            (e.family, e.sport, e.dport),
+            (4, ident, 0),
+            "{}",
+            e.summary()
+        );
+        assert_eq!(e.detail as usize, 8 + FLOOD_LEN, "{}", e.summary());
+        assert_eq!(&e.saddr[..4], &[0; 4], "an unbound ping socket");
+        assert_ne!(e.cookie, 0);
+    }
+    // The capped UDP socket: a receive charge (SK_MEM_RECV) refused.
+    assert!(
+        !limit.is_empty(),
+        "no EXCEED_BUF_LIMIT ({charged} bytes charged to the capped cgroup)"
+    );
+    for e in &limit {
+        assert_eq!((e.family, e.sport), (4, MEMCG_PORT), "{}", e.summary());
+        assert_eq!(&e.saddr[..4], &pair.addr_a.octets());
+        assert_eq!(e.detail, SK_MEM_RECV, "{}", e.summary());
+    }
+
+    // The dissector names both and files them as warnings.
+    let file = trace.files.first().expect("a pcapng");
+    for (anomaly, name, n) in [
+        (3, "RCVQUEUE_FULL", full.len()),
+        (4, "EXCEED_BUF_LIMIT", limit.len()),
+    ] {
+        let rows = tshark
+            .fields(
+                file,
+                &[
+                    "nettrace.tcp.anomaly",
+                    "_ws.expert.severity",
+                    "_ws.expert.message",
+                ],
+                &Query::default().filter(&format!("nettrace.tcp.anomaly == {anomaly}")),
+            )
+            .expect("tshark");
+        assert_eq!(rows.len(), n, "{name}");
+        for r in &rows {
+            let i = r
+                .all("_ws.expert.message")
+                .iter()
+                .position(|m| m == name)
+                .unwrap_or_else(|| panic!("{r:?}"));
+            assert_eq!(r.all("_ws.expert.severity")[i], PI_WARN, "{r:?}");
+        }
+    }
 }

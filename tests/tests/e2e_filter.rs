@@ -381,3 +381,81 @@ fn host_filter_keeps_only_the_matching_address() {
     assert!(v6 >= CHUNKS * 4, "{v6} events of the ::1 flow");
     assert_eq!(reset_sent, 1);
 }
+
+/// Closed port outside the range of the `not` test.
+const OUT_OF_RANGE: u16 = 5420;
+
+/// `not`, a protocol word and a port range together: `tcp and portrange
+/// P1-1..P4+1 and not port P2` keeps the P1 echo flow and the refused
+/// connect to P4; it drops the P2 echo flow (`not`), the refused connect
+/// to a port past the range, and a UDP datagram into a's closed port P1
+/// (`tcp`; its NO_SOCKET drop would otherwise match the range).
+#[test]
+fn not_protocol_and_port_range() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrfln", 253).expect("creating namespaces");
+    let s1 = echo_server(&pair, P1, 1);
+    let s2 = echo_server(&pair, P2, 1);
+    let a = pair.addr_a;
+    let (lo, hi) = (P1 - 1, P4 + 1);
+    let filter = format!("tcp and portrange {lo}-{hi} and not port {P2}");
+    let (trace, stats) = filtered_run(&pair, &pair.a, &filter, || {
+        echo_flow(&pair, a, P2);
+        echo_flow(&pair, a, P1);
+        refused(&pair, a, P4);
+        refused(&pair, a, OUT_OF_RANGE);
+        let to = SocketAddr::from((a, P1));
+        in_netns(NetnsPair::path(&pair.b), "udp", move || {
+            let s = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+            for _ in 0..3 {
+                s.send_to(b"not tcp", to).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    });
+    assert_eq!(s1.join().unwrap(), CHUNKS * CHUNK);
+    assert_eq!(s2.join().unwrap(), CHUNKS * CHUNK);
+
+    let (mut tx, mut rx, mut reset_p4) = (Vec::new(), Vec::new(), 0);
+    for f in &trace.frames {
+        let Some(e) = ends(&f.event) else { continue };
+        let in_range = |p: u16| (lo..=hi).contains(&p);
+        assert!(
+            (in_range(e.1) || in_range(e.3)) && !has_port(&e, P2),
+            "an event outside the filter: {:?}",
+            f.event
+        );
+        match &f.event {
+            Event::Tx(t) => tx.push(t.stage().unwrap()),
+            Event::Rx(r) => {
+                assert_eq!(r.protocol, 6, "{r:?}");
+                rx.push(r.stage().unwrap())
+            }
+            Event::Drop(d) => assert_eq!(d.l4proto, 6, "`tcp`: {}", d.summary()),
+            Event::Tcp(t) if t.anomaly() == Some(TcpAnomaly::ResetReceived) => {
+                assert_eq!(t.dport, P4, "{}", t.summary());
+                reset_p4 += 1;
+            }
+            _ => {}
+        }
+    }
+    for st in [TxStage::Sendmsg, TxStage::Ack] {
+        let n = tx.iter().filter(|s| **s == st).count();
+        assert!(n >= CHUNKS / 2, "{n} {} events of the P1 flow", st.name());
+    }
+    for st in RxStage::ALL {
+        let n = rx.iter().filter(|s| **s == st).count();
+        assert!(n >= CHUNKS / 2, "{n} {} events of the P1 flow", st.name());
+    }
+    assert_eq!(reset_p4, 1, "the refused connect in the range");
+    // The UDP datagrams were dropped in a, seen by BPF and filtered out.
+    assert!(
+        stats["stats"]["bpf"]["drops_seen"].as_u64() >= Some(3),
+        "{stats}"
+    );
+}

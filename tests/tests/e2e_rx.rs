@@ -489,3 +489,146 @@ fn bulk_flow(
     assert_eq!(reader.join().unwrap(), total);
     ends
 }
+
+const EXT_TCP_PORT: u16 = 5304;
+const EXT_UDP_PORT: u16 = 5305;
+/// Bytes of the two extension headers every packet of the flows below
+/// carries (8 each).
+const EXT_LEN: u32 = 16;
+
+/// Sticky IPv6 options on `s`: a hop-by-hop and a destination options
+/// header of 8 bytes each (one PadN), so every packet it sends is IPv6 ->
+/// hop-by-hop -> destination options -> TCP/UDP.
+fn with_ext_headers(s: &impl std::os::fd::AsRawFd) {
+    // nexthdr (filled in by the kernel), length 0 (8 bytes), PadN of 4.
+    let opt: [u8; 8] = [0, 0, 1, 4, 0, 0, 0, 0];
+    for name in [libc::IPV6_HOPOPTS, libc::IPV6_DSTOPTS] {
+        // SAFETY: setsockopt on an open socket with a buffer and its length.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_IPV6,
+                name,
+                opt.as_ptr().cast(),
+                opt.len() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "option {name}: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Packets with IPv6 extension headers between IPv6 and TCP/UDP: the rx
+/// probe walks them at stack entry, so the flow keeps its ports and TCP its
+/// ranges (a TCP flow and UDP datagrams over ::1, both with a hop-by-hop
+/// and a destination options header).
+#[test]
+fn ipv6_extension_headers_keep_ports_and_ranges() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, UdpSocket};
+    use tracer_e2e::netns::in_netns;
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrrx6", 245).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let mut sink = spawn_sink(&pair, out.path(), &[]);
+    let mut agent = spawn_rx_agent(&pair);
+    in_netns(NetnsPair::path(&pair.b), "v6-ext", || {
+        let l = TcpListener::bind(("::1", EXT_TCP_PORT)).unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = Vec::new();
+            s.read_to_end(&mut b).unwrap();
+            b.len()
+        });
+        // Options set before connect(): from the SYN on.
+        let s = tcp_v6_socket();
+        with_ext_headers(&s);
+        let mut c = connect_v6(s, EXT_TCP_PORT);
+        for _ in 0..20 {
+            c.write_all(&[5u8; 3000]).unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        drop(c);
+        assert_eq!(t.join().unwrap(), 60_000);
+        let r = UdpSocket::bind(("::1", EXT_UDP_PORT)).unwrap();
+        let u = UdpSocket::bind(("::1", 0)).unwrap();
+        with_ext_headers(&u);
+        for _ in 0..UDP_DATAGRAMS {
+            u.send_to(&[9u8; 500], ("::1", EXT_UDP_PORT)).unwrap();
+        }
+        let mut buf = [0u8; 1000];
+        for _ in 0..UDP_DATAGRAMS {
+            assert_eq!(r.recv(&mut buf).unwrap(), 500);
+        }
+        u.local_addr().unwrap().port()
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let agent_final = stop_json(&mut agent, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(200));
+    stop_json(&mut sink, libc::SIGTERM);
+    assert_eq!(agent_final["stats"]["bpf"]["ringbuf_lost"], 0);
+    assert_eq!(agent_final["stats"]["bad_records"], 0);
+
+    let trace = tracer_e2e::pcap::read_dir(out.path());
+    let (mut tcp_bytes, mut tcp_skbs, mut udp) = (0u64, 0usize, 0usize);
+    for f in &trace.frames {
+        let Event::Rx(e) = &f.event else { continue };
+        if e.stage() != Some(RxStage::StackEntry) || e.family != 6 {
+            continue;
+        }
+        let flow = e.flow();
+        if flow.dport == EXT_TCP_PORT {
+            assert_eq!(e.protocol, 6, "{e:?}");
+            let range = e.end_seq.wrapping_sub(e.seq);
+            tcp_bytes += u64::from(range);
+            tcp_skbs += 1;
+            // IPv6 header, both extension headers and a TCP header at
+            // least: the packet really carried them.
+            assert!(e.len >= range + 40 + EXT_LEN + 20, "{e:?}");
+        }
+        if flow.dport == EXT_UDP_PORT {
+            assert_eq!(e.protocol, 17, "{e:?}");
+            assert_eq!(e.len, 40 + EXT_LEN + 8 + 500, "{e:?}");
+            udp += 1;
+        }
+    }
+    // Without the walk the ports read 0 and none of these would match.
+    assert!(tcp_skbs > 20, "{tcp_skbs} TCP skbs with extension headers");
+    // Payload lengths net of the extension headers: + SYN and FIN.
+    assert_eq!(tcp_bytes, 60_002, "TCP ranges at stack entry");
+    assert_eq!(udp, UDP_DATAGRAMS, "UDP datagrams at stack entry");
+}
+
+/// An IPv6 TCP socket, not connected yet (std connects in its constructor).
+fn tcp_v6_socket() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket(2); the fd is owned right below.
+    let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh descriptor nobody else owns.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}
+
+/// Connect `s` to [::1]:`port`.
+fn connect_v6(s: std::os::fd::OwnedFd, port: u16) -> std::net::TcpStream {
+    use std::os::fd::AsRawFd;
+    // SAFETY: sockaddr_in6 is plain data; zeroes are a valid value.
+    let mut a: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    a.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    a.sin6_port = port.to_be();
+    a.sin6_addr.s6_addr = std::net::Ipv6Addr::LOCALHOST.octets();
+    // SAFETY: connect with a sockaddr_in6 we own and its size.
+    let rc = unsafe {
+        libc::connect(
+            s.as_raw_fd(),
+            (&a as *const libc::sockaddr_in6).cast(),
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
+    std::net::TcpStream::from(s)
+}

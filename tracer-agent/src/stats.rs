@@ -156,7 +156,7 @@ impl AgentStats {
         }
         if self.bpf.rx_read_errors > 0 {
             s.push_str(&format!(
-                "  rx hdr errs {:>12} (STACK_ENTRY headers unreadable)\n",
+                "  rx hdr errs {:>12} (IP header unreadable: skb not recorded)\n",
                 self.bpf.rx_read_errors
             ));
         }

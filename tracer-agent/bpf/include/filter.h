@@ -1,22 +1,26 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * The `--filter` flow filter, evaluated in BPF before any ring output.
- * Every probe with a flow includes this header and calls one of
- * sk_flow_matches / skb_flow_matches / skb_flow_parsed_matches right after
- * its netns filter. The agent fills `flow_filter` (.rodata) from
+ * Every probe with a flow includes this header and calls
+ * sk_flow_matches (a socket's flow) or skb_flow_parsed_matches (a flow
+ * skb_flow.h parsed from the headers) right after its netns filter. The agent fills `flow_filter` (.rodata) from
  * tracer-agent/src/filter.rs between open and load.
  *
  * The filter is a conjunction of up to FILTER_MAX_CLAUSES clauses, each a
- * disjunction of up to FILTER_MAX_TERMS terms. A term matches an end of the
- * flow (source and/or destination) when the end's port equals `port` (0:
- * any) and its 16-byte address masked with `mask` equals `addr`. IPv4
+ * disjunction of up to FILTER_MAX_TERMS terms. An end of the flow (source
+ * or destination) matches a term when its port is in [port_lo, port_hi]
+ * and its 16-byte address masked with `mask` equals `addr`; the term
+ * matches when one of the ends it looks at does and the flow's IP protocol
+ * is `proto` (0: any), or, with `negate`, exactly when that is false. IPv4
  * addresses are compared as IPv4-mapped IPv6 (::ffff:a.b.c.d).
  *
  * Cost: .rodata is frozen before verification, so the verifier knows every
  * count: with no filter (n_clauses == 0) each call is pruned to nothing,
  * and with one only the configured terms are walked.
  *
- * Include after kernel.h and the libbpf headers.
+ * Include after kernel.h and the libbpf headers. Everything but
+ * sk_flow_matches (kernel types) also compiles on the host, where
+ * tracer-agent/src/filter.rs tests it against the parser's terms.
  */
 #ifndef TRACER_FILTER_H
 #define TRACER_FILTER_H
@@ -29,7 +33,10 @@
 struct filter_term {
 	__u8 src;	/* look at the source end */
 	__u8 dst;	/* look at the destination end */
-	__u16 port;	/* host order; 0 = any port */
+	__u8 proto;	/* IP protocol the flow must have (6, 17); 0 = any */
+	__u8 negate;	/* match when the rest does not (`not`) */
+	__u16 port_lo;	/* host order: the end's port in [port_lo, port_hi] */
+	__u16 port_hi;
 	__u32 addr[4];	/* masked address, memory order */
 	__u32 mask[4];
 };
@@ -44,7 +51,12 @@ struct filter_config {
 	struct filter_clause clauses[FILTER_MAX_CLAUSES];
 };
 
-const volatile struct filter_config flow_filter = {};
+/* Frozen .rodata in BPF; the host test of this header
+ * (tracer-agent/src/filter.rs) defines it writable. */
+#ifndef FILTER_CONFIG_QUAL
+#define FILTER_CONFIG_QUAL const volatile
+#endif
+FILTER_CONFIG_QUAL struct filter_config flow_filter = {};
 
 /* A flow as the filter compares it: both addresses as 16 bytes. */
 struct filter_flow {
@@ -52,6 +64,7 @@ struct filter_flow {
 	__u32 daddr[4];
 	__u16 sport;
 	__u16 dport;
+	__u8 proto;	/* IP protocol (socket's sk_protocol, packet's l4proto) */
 };
 
 static __always_inline bool filter_on(void)
@@ -62,12 +75,23 @@ static __always_inline bool filter_on(void)
 static __always_inline bool filter_end_matches(const volatile struct filter_term *t,
 					       const __u32 *a, __u16 port)
 {
-	if (t->port && t->port != port)
+	if (port < t->port_lo || port > t->port_hi)
 		return false;
 	return (a[0] & t->mask[0]) == t->addr[0] &&
 	       (a[1] & t->mask[1]) == t->addr[1] &&
 	       (a[2] & t->mask[2]) == t->addr[2] &&
 	       (a[3] & t->mask[3]) == t->addr[3];
+}
+
+static __always_inline bool term_matches(const volatile struct filter_term *t,
+					 const struct filter_flow *f)
+{
+	bool m = (t->src && filter_end_matches(t, f->saddr, f->sport)) ||
+		 (t->dst && filter_end_matches(t, f->daddr, f->dport));
+
+	if (t->proto && t->proto != f->proto)
+		m = false;
+	return m != (bool)t->negate;
 }
 
 static __always_inline bool flow_matches(const struct filter_flow *f)
@@ -87,8 +111,7 @@ static __always_inline bool flow_matches(const struct filter_flow *f)
 
 			if (i >= cl->n_terms)
 				break;
-			if ((t->src && filter_end_matches(t, f->saddr, f->sport)) ||
-			    (t->dst && filter_end_matches(t, f->daddr, f->dport))) {
+			if (term_matches(t, f)) {
 				any = true;
 				break;
 			}
@@ -108,6 +131,7 @@ static __always_inline void filter_map4(__u32 *dst, __u32 a)
 	dst[3] = a;
 }
 
+#ifdef __bpf__
 /* The socket's flow. `local_is_src`: the local end is the source (sends,
  * TCP events); false: the remote end is (received packets). */
 static __always_inline bool sk_flow_matches(const struct sock *sk, bool local_is_src)
@@ -135,10 +159,12 @@ static __always_inline bool sk_flow_matches(const struct sock *sk, bool local_is
 	}
 	lport = c->skc_num;
 	rport = bpf_ntohs(c->skc_dport);
+	f.proto = (__u8)sk->sk_protocol;
 	f.sport = local_is_src ? lport : rport;
 	f.dport = local_is_src ? rport : lport;
 	return flow_matches(&f);
 }
+#endif /* __bpf__ */
 
 /* A flow parsed from packet headers (skb_flow.h). `reverse`: the packet's
  * destination is the event's source (a reset sent in answer to it). */
@@ -164,19 +190,8 @@ static __always_inline bool skb_flow_parsed_matches(const struct skb_flow *p, bo
 	}
 	f.sport = reverse ? p->dport : p->sport;
 	f.dport = reverse ? p->sport : p->dport;
+	f.proto = p->l4proto;
 	return flow_matches(&f);
-}
-
-/* The flow of the packet in `skb` (network header set), `protocol` in host
- * order. Reads the headers only when a filter is set. */
-static __always_inline bool skb_flow_matches(struct sk_buff *skb, __u16 protocol)
-{
-	struct skb_flow p;
-
-	if (!filter_on())
-		return true;
-	skb_flow_parse(skb, protocol, &p);
-	return skb_flow_parsed_matches(&p, false);
 }
 
 #endif /* TRACER_FILTER_H */

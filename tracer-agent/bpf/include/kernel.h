@@ -173,6 +173,9 @@ struct nsproxy {
 } __attribute__((preserve_access_index));
 
 struct task_struct {
+	int pid;
+	int tgid;
+	char comm[16];
 	struct nsproxy *nsproxy;
 } __attribute__((preserve_access_index));
 
@@ -208,53 +211,8 @@ enum skb_drop_reason {
 	SKB_CONSUMED = 1,
 };
 
-/* Packet headers (UAPI, wire layout; read with bpf_probe_read_kernel). */
-struct iphdr {
-	__u8 ihl_version;	/* ihl in the low nibble (little-endian bitfield) */
-	__u8 tos;
-	__be16 tot_len;
-	__be16 id;
-	__be16 frag_off;
-	__u8 ttl;
-	__u8 protocol;
-	__u16 check;
-	__be32 saddr;
-	__be32 daddr;
-};
-
-struct ipv6hdr {
-	__u8 priority_version;
-	__u8 flow_lbl[3];
-	__be16 payload_len;
-	__u8 nexthdr;
-	__u8 hop_limit;
-	struct in6_addr saddr;
-	struct in6_addr daddr;
-};
-
-struct tcphdr {
-	__be16 source;
-	__be16 dest;
-	__be32 seq;
-	__be32 ack_seq;
-	__u8 res1_doff;		/* doff in the high nibble */
-	__u8 flags;		/* FIN 0x01, SYN 0x02, ... */
-	__be16 window;
-	__u16 check;
-	__u16 urg_ptr;
-};
-
-struct udphdr {
-	__be16 source;
-	__be16 dest;
-	__be16 len;
-	__u16 check;
-};
-
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define IPPROTO_TCP 6
-#define IPPROTO_UDP 17
+/* Packet headers: packet.h. */
+#include "packet.h"
 
 struct bpf_sock_ops_kern {
 	struct sock *sk;

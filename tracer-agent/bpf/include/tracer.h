@@ -176,7 +176,7 @@ struct rx_record {
 /* Indexes of the rx probe's per-CPU counter array `rx_counters`. */
 enum rx_counter {
 	RX_CTR_LOST = 0,	/* no slot could be had: events lost */
-	RX_CTR_READ_ERR = 1,	/* packet headers could not be read */
+	RX_CTR_READ_ERR = 1,	/* IP header unreadable: skb not recorded */
 	RX_CTR_MAX = 2,
 };
 

@@ -20,11 +20,30 @@ use crate::preflight::PreflightError;
 pub mod drops;
 pub mod rx;
 pub mod sample;
+#[cfg(test)]
+mod skb_flow;
 pub mod slots;
 pub mod tcp;
 pub mod tx;
 
 pub use slots::Drained;
+
+/// The host's C compiler, for the tests that build a shared BPF header
+/// (sample.h, skb_flow.h) as plain C and check it.
+#[cfg(test)]
+pub(crate) fn host_cc() -> std::path::PathBuf {
+    // The build already needs clang for the BPF side.
+    for c in ["cc", "clang-19", "clang"] {
+        if std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return c.into();
+        }
+    }
+    panic!("no host C compiler (cc, clang-19, clang) to check the BPF headers against");
+}
 
 /// Every probe this agent knows, in the order they are listed and loaded.
 pub static PROBES: &[ProbeSpec] = &[tx::SPEC, rx::SPEC, drops::SPEC, tcp::SPEC];
@@ -199,8 +218,9 @@ pub struct ProbeCounters {
     /// (`--sample-every` > 1); those ending in a sampled granule were
     /// tagged (about one in N).
     pub sendmsg_seen: u64,
-    /// RX stack-entry records whose packet headers could not be read
-    /// (published without flow and sequence range).
+    /// RX skbs with an IP ethertype whose header did not read back as
+    /// IPv4/IPv6 (at stack entry, or COPY of a socketless skb): counted,
+    /// not recorded.
     pub rx_read_errors: u64,
     /// skbs freed with a drop reason, in any namespace (before the netns
     /// filter): the drops probe's work, not its output.

@@ -196,20 +196,6 @@ int main(void) {
 }
 "#;
 
-    fn host_cc() -> std::path::PathBuf {
-        // The build already needs clang for the BPF side.
-        for c in ["cc", "clang-19", "clang"] {
-            if std::process::Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-            {
-                return c.into();
-            }
-        }
-        panic!("no host C compiler (cc, clang-19, clang) to check sample.h against");
-    }
-
     fn nums<T: std::str::FromStr>(s: &str) -> Vec<T>
     where
         T::Err: std::fmt::Debug,
@@ -224,7 +210,7 @@ int main(void) {
         let exe = dir.path().join("vectors");
         std::fs::write(&src, C_VECTORS).unwrap();
         let include = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/include");
-        let out = std::process::Command::new(host_cc())
+        let out = std::process::Command::new(crate::probes::host_cc())
             .args(["-std=gnu11", "-O2", "-Wall", "-Werror", "-I", include, "-o"])
             .arg(&exe)
             .arg(&src)

@@ -6,9 +6,10 @@
  * flow parsed from its IP and TCP/UDP headers, length, netns, ifindex, cpu.
  *
  * tp_btf, not a classic tracepoint: the arguments arrive as typed kernel
- * pointers, so the netns filter and the flow are direct BTF loads (fault
- * safe) instead of bpf_probe_read_kernel calls, and the program is cheap
- * for the many frees of other namespaces it returns early on.
+ * pointers, so the netns filter is direct BTF loads, and the flow is
+ * parsed from the headers with loads through bpf_core_cast (skb_flow.h),
+ * not bpf_probe_read_kernel calls: a record makes one helper call, the
+ * clock, and a free of another namespace none.
  *
  * Which namespace a drop belongs to: the skb's device's (a received or
  * sent packet), else its socket's (skb->sk), else the tracepoint's rx_sk.

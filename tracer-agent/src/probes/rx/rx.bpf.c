@@ -6,10 +6,14 @@
  *   STACK_ENTRY  net:netif_receive_skb(skb)            flow/seq from headers
  *   TCP_INPUT    tcp:tcp_probe(sk, skb)                seq from TCP_SKB_CB
  *   DATA_READY   sock:sk_data_ready(sk)                no skb: end_seq = rcv_nxt
- *   COPY         skb:skb_copy_datagram_iovec(skb, len) flow from headers, reader
+ *   COPY         skb:skb_copy_datagram_iovec(skb, len) TCP: as TCP_INPUT; else
+ *                                                      flow from headers; reader
  *   READ_DONE    sock:sock_recv_length(sk, ret, flags) no skb: end_seq = copied_seq
  * tp_btf (not raw_tp): arguments are typed BTF pointers, read with direct
- * loads instead of helper calls.
+ * loads instead of helper calls. Helper calls are what a hook pays for
+ * here (20-170 ns each on the machines measured, see skb_flow.h), so a
+ * record makes one, the clock, plus the socket cookie's the first time a
+ * socket is seen.
  *
  * Every program filters by the traced netns first and returns before any
  * output; only IPv4/IPv6 traffic is recorded. Records go into the same kind
@@ -21,6 +25,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
 #include "tracer.h"
+#include "skb_flow.h"
 #include "filter.h"
 #include "sample.h"
 
@@ -51,48 +56,22 @@ static __always_inline bool sk_is_inet(const struct sock *sk)
 	return f == AF_INET || f == AF_INET6;
 }
 
-/* Take the next slot of this CPU's ring; NULL (counted) if none. */
-static __always_inline struct rx_record *reserve(__u64 *seq_out)
-{
-	__u32 cpu;
+/* Writers of the record's fields, in groups; every program calls one of
+ * each group (or writes the group's fields itself), so every field of the
+ * slot is written exactly once and none keeps a previous record's value.
+ * Only loads and stores: the helper calls a record needs are the clock and,
+ * for a socket seen for the first time, its cookie. */
 
-	return slot_take(RX_CTR_LOST, seq_out, &cpu);
-}
-
-/* Everything but the flow, the sequence range and the length: zeroed or
- * common values the stage-specific code then overwrites. */
-static __always_inline void fill_common(struct rx_record *r, __u8 stage,
-					__u32 netns)
+/* Header, stage, netns, cpu and the stage's time. */
+static __always_inline void fill_head(struct rx_record *r, __u8 stage,
+				      __u32 netns, __u32 cpu)
 {
 	r->hdr.kind = RECORD_RX;
 	r->hdr.len = sizeof(*r);
 	r->mono_ns = bpf_ktime_get_ns();
-	r->rx_stamp_ns = 0;
-	r->hw_ns = 0;
-	r->cookie = 0;
-	r->seq = 0;
-	r->end_seq = 0;
-	r->len = 0;
 	r->netns = netns;
-	r->ifindex = 0;
-	r->cpu = bpf_get_smp_processor_id();
-	r->pid = 0;
-	r->tid = 0;
+	r->cpu = cpu;
 	r->stage = stage;
-	r->protocol = 0;
-	r->tstamp_type = 0;
-	__builtin_memset(r->comm, 0, sizeof(r->comm));
-}
-
-/* The reader: this task, at the application stages. */
-static __always_inline void fill_task(struct rx_record *r)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-
-	r->pid = pid_tgid >> 32;
-	r->tid = (__u32)pid_tgid;
-	if (bpf_get_current_comm(r->comm, sizeof(r->comm)))
-		__builtin_memset(r->comm, 0, sizeof(r->comm));
 }
 
 /* The skb's own stamps: software RX stamp (REALTIME unless tstamp_type
@@ -106,6 +85,34 @@ static __always_inline void fill_stamps(struct rx_record *r,
 	r->tstamp_type = BPF_CORE_READ_BITFIELD(skb, tstamp_type);
 	shinfo = bpf_core_cast(skb->head + skb->end, struct skb_shared_info);
 	r->hw_ns = shinfo->hwtstamps.hwtstamp;
+}
+
+/* Stages without an skb. */
+static __always_inline void no_stamps(struct rx_record *r)
+{
+	r->rx_stamp_ns = 0;
+	r->tstamp_type = 0;
+	r->hw_ns = 0;
+}
+
+/* The reader: this task, at the application stages. Direct loads from the
+ * task (bpf_get_current_comm alone cost about 170 ns here); a rename racing
+ * with the copy may tear the name, as it may with the helper. */
+static __always_inline void fill_task(struct rx_record *r,
+				      const struct task_struct *task)
+{
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	*(__u64 *)r->comm = *(const __u64 *)task->comm;
+	*(__u64 *)(r->comm + 8) = *(const __u64 *)(task->comm + 8);
+}
+
+static __always_inline void no_task(struct rx_record *r)
+{
+	r->pid = 0;
+	r->tid = 0;
+	*(__u64 *)r->comm = 0;
+	*(__u64 *)(r->comm + 8) = 0;
 }
 
 /* Flow from the socket, packet direction: remote -> local. */
@@ -130,76 +137,37 @@ static __always_inline void fill_sock_flow(struct rx_record *r,
 	}
 }
 
-/* Publish the record: the commit word last. */
-static __always_inline void commit(struct rx_record *r, __u64 seq)
+/* Flow and TCP range parsed from the skb's headers (skb_flow.h). */
+static __always_inline void fill_parsed_flow(struct rx_record *r,
+					     const struct skb_flow *f)
 {
-	slot_commit(&r->hdr, seq);
+	r->family = f->family;
+	r->protocol = f->l4proto == IPPROTO_TCP || f->l4proto == IPPROTO_UDP ?
+		      f->l4proto : 0;
+	r->sport = f->sport;
+	r->dport = f->dport;
+	__builtin_memcpy(r->saddr, f->saddr, 16);
+	__builtin_memcpy(r->daddr, f->daddr, 16);
+	r->seq = f->seq;
+	r->end_seq = f->end_seq;
 }
 
-/* Flow, protocol and TCP range from the skb's own headers (network header
- * set: from stack entry on). IP tot_len covers a whole GRO-merged skb.
- * Returns nonzero if a header could not be read (the flow stays 0). */
-static __always_inline int fill_skb_flow(struct rx_record *r,
-					 const struct sk_buff *skb, __u16 proto)
+/* The socket's cookie: the one it has, else the helper assigns one (once
+ * per socket; the helper call is what costs). */
+static __always_inline __u64 sk_cookie(struct sock *sk)
 {
-	unsigned char *nh = skb->head + skb->network_header;
-	__u32 l4off, l4len, tot;
-	__u8 l4proto;
+	__u64 c = sk->__sk_common.skc_cookie.counter;
 
-	r->sport = 0;
-	r->dport = 0;
-	__builtin_memset(r->saddr, 0, sizeof(r->saddr));
-	__builtin_memset(r->daddr, 0, sizeof(r->daddr));
-	if (proto == ETH_P_IP) {
-		struct iphdr ip;
+	return c ? c : bpf_get_socket_cookie(sk);
+}
 
-		r->family = 4;
-		if (bpf_probe_read_kernel(&ip, sizeof(ip), nh))
-			return -1;
-		((__u32 *)r->saddr)[0] = ip.saddr;
-		((__u32 *)r->daddr)[0] = ip.daddr;
-		l4off = (ip.ihl_version & 0xf) * 4;
-		tot = bpf_ntohs(ip.tot_len);
-		l4len = tot > l4off ? tot - l4off : 0;
-		l4proto = ip.protocol;
-	} else {
-		struct ipv6hdr ip6;
-
-		r->family = 6;
-		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), nh))
-			return -1;
-		__builtin_memcpy(r->saddr, ip6.saddr.in6_u.u6_addr8, 16);
-		__builtin_memcpy(r->daddr, ip6.daddr.in6_u.u6_addr8, 16);
-		/* Extension headers are not followed: the L4 fields stay 0. */
-		l4off = sizeof(ip6);
-		l4len = bpf_ntohs(ip6.payload_len);
-		l4proto = ip6.nexthdr;
-	}
-	if (l4proto == IPPROTO_TCP) {
-		struct tcphdr th;
-		__u32 doff, payload;
-
-		if (bpf_probe_read_kernel(&th, sizeof(th), nh + l4off))
-			return -1;
-		doff = (th.res1_doff >> 4) * 4;
-		payload = l4len > doff ? l4len - doff : 0;
-		r->protocol = IPPROTO_TCP;
-		r->sport = bpf_ntohs(th.source);
-		r->dport = bpf_ntohs(th.dest);
-		r->seq = bpf_ntohl(th.seq);
-		/* As TCP_SKB_CB: SYN and FIN take one sequence number each. */
-		r->end_seq = r->seq + payload + (th.flags & 1) +
-			     ((th.flags >> 1) & 1);
-	} else if (l4proto == IPPROTO_UDP) {
-		struct udphdr uh;
-
-		if (bpf_probe_read_kernel(&uh, sizeof(uh), nh + l4off))
-			return -1;
-		r->protocol = IPPROTO_UDP;
-		r->sport = bpf_ntohs(uh.source);
-		r->dport = bpf_ntohs(uh.dest);
-	}
-	return 0;
+/* TCP_SKB_CB(skb)'s range: seq at 0, end_seq at 4 of the control block,
+ * which holds tcp_skb_cb while TCP owns the skb. */
+static __always_inline void fill_cb_range(struct rx_record *r,
+					  const struct sk_buff *skb)
+{
+	r->seq = *(__u32 *)skb->cb;
+	r->end_seq = *(__u32 *)(skb->cb + 4);
 }
 
 /*
@@ -256,51 +224,16 @@ static __always_inline bool rx_sampled_out_sk(const struct sock *sk,
 			       sample_threshold);
 }
 
-/* STACK_ENTRY: no socket yet; flow and range from the headers (read again
- * by fill_skb_flow for a kept skb: the reads are paid twice only for the
- * sampled ones). Unreadable headers, fragments and IPv6 extension headers
- * are kept. */
-static __always_inline bool rx_sampled_out_hdr(const struct sk_buff *skb,
-					       __u16 proto)
+/* STACK_ENTRY: no socket yet; the flow and range the headers gave.
+ * Fragments (no TCP header) are kept. */
+static __always_inline bool rx_sampled_out_parsed(const struct skb_flow *f)
 {
-	unsigned char *nh = skb->head + skb->network_header;
-	__u32 s[4] = {}, d[4] = {}, l4off, l4len, payload, end;
-	struct tcphdr th;
-
-	if (sample_threshold >= NT_SAMPLE_ALL)
+	if (sample_threshold >= NT_SAMPLE_ALL || !f->has_seq)
 		return false;
-	if (proto == ETH_P_IP) {
-		struct iphdr ip;
-
-		if (bpf_probe_read_kernel(&ip, sizeof(ip), nh) ||
-		    ip.protocol != IPPROTO_TCP ||
-		    (bpf_ntohs(ip.frag_off) & 0x1fff))
-			return false;
-		s[0] = ip.saddr;
-		d[0] = ip.daddr;
-		l4off = (ip.ihl_version & 0xf) * 4;
-		l4len = bpf_ntohs(ip.tot_len);
-		l4len = l4len > l4off ? l4len - l4off : 0;
-	} else {
-		struct ipv6hdr ip6;
-
-		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), nh) ||
-		    ip6.nexthdr != IPPROTO_TCP)
-			return false;
-		__builtin_memcpy(s, ip6.saddr.in6_u.u6_addr8, 16);
-		__builtin_memcpy(d, ip6.daddr.in6_u.u6_addr8, 16);
-		l4off = sizeof(ip6);
-		l4len = bpf_ntohs(ip6.payload_len);
-	}
-	if (bpf_probe_read_kernel(&th, sizeof(th), nh + l4off))
-		return false;
-	payload = (th.res1_doff >> 4) * 4;
-	payload = l4len > payload ? l4len - payload : 0;
-	/* As fill_skb_flow: SYN and FIN take one sequence number each. */
-	end = bpf_ntohl(th.seq) + payload + (th.flags & 1) + ((th.flags >> 1) & 1);
-	return !nt_sample_range(nt_sample_flow(s, d, bpf_ntohs(th.source),
-					       bpf_ntohs(th.dest)),
-				bpf_ntohl(th.seq), end, sample_threshold);
+	return !nt_sample_range(nt_sample_flow((const __u32 *)f->saddr,
+					       (const __u32 *)f->daddr,
+					       f->sport, f->dport),
+				f->seq, f->end_seq, sample_threshold);
 }
 
 static __always_inline bool is_ip(__u16 proto)
@@ -309,13 +242,15 @@ static __always_inline bool is_ip(__u16 proto)
 }
 
 /* Stack entry: the skb as the driver and GRO hand it to the stack; no
- * socket yet, so the flow and TCP range come from the headers. */
+ * socket yet, so the flow and TCP range come from the headers, parsed once
+ * for sampling, the filter and the record. */
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 {
 	struct net_device *dev = skb->dev;
+	struct skb_flow f;
 	struct rx_record *r;
-	__u32 netns;
+	__u32 netns, cpu;
 	__u16 proto;
 	__u64 seq;
 
@@ -325,23 +260,28 @@ int BPF_PROG(rx_stack_entry, struct sk_buff *skb)
 	if (other_netns(netns))
 		return 0;
 	proto = bpf_ntohs(skb->protocol);
-	if (!is_ip(proto) || rx_sampled_out_hdr(skb, proto))
+	if (!is_ip(proto))
 		return 0;
-	if (!skb_flow_matches(skb, proto))
+	skb_flow_parse(skb, proto, &f);
+	if (!f.family) {
+		/* An IP ethertype whose header does not read back as IP. */
+		count(RX_CTR_READ_ERR);
+		return 0;
+	}
+	if (rx_sampled_out_parsed(&f) || !skb_flow_parsed_matches(&f, false))
 		return 0;
 
-	r = reserve(&seq);
+	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)
 		return 0;
-	fill_common(r, RX_STACK_ENTRY, netns);
+	fill_head(r, RX_STACK_ENTRY, netns, cpu);
 	fill_stamps(r, skb);
+	fill_parsed_flow(r, &f);
+	no_task(r);
+	r->cookie = 0;
 	r->ifindex = dev->ifindex;
 	r->len = skb->len;
-	/* The slot is taken: on a read error publish it with what is known
-	 * rather than leave a hole the reader would count as lost. */
-	if (fill_skb_flow(r, skb, proto))
-		count(RX_CTR_READ_ERR);
-	commit(r, seq);
+	slot_commit(&r->hdr, seq);
 	return 0;
 }
 
@@ -351,27 +291,25 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(rx_tcp_input, struct sock *sk, struct sk_buff *skb)
 {
 	struct rx_record *r;
-	__u32 netns;
+	__u32 netns, cpu;
 	__u64 seq;
 
 	netns = sk_netns(sk);
-	if (other_netns(netns) || rx_sampled_out_cb(sk, skb))
+	if (other_netns(netns) || rx_sampled_out_cb(sk, skb) ||
+	    !sk_flow_matches(sk, false))
 		return 0;
-	if (!sk_flow_matches(sk, false))
-		return 0;
-	r = reserve(&seq);
+	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)
 		return 0;
-	fill_common(r, RX_TCP_INPUT, netns);
-	fill_sock_flow(r, sk);
+	fill_head(r, RX_TCP_INPUT, netns, cpu);
 	fill_stamps(r, skb);
-	r->cookie = bpf_get_socket_cookie(sk);
+	fill_sock_flow(r, sk);
+	fill_cb_range(r, skb);
+	no_task(r);
+	r->cookie = sk_cookie(sk);
 	r->ifindex = skb->skb_iif;
 	r->len = skb->len;
-	/* TCP_SKB_CB(skb): seq at 0, end_seq at 4. */
-	r->seq = *(__u32 *)skb->cb;
-	r->end_seq = *(__u32 *)(skb->cb + 4);
-	commit(r, seq);
+	slot_commit(&r->hdr, seq);
 	return 0;
 }
 
@@ -381,38 +319,45 @@ SEC("tp_btf/sk_data_ready")
 int BPF_PROG(rx_data_ready, struct sock *sk)
 {
 	struct rx_record *r;
-	__u32 netns;
+	__u32 netns, cpu;
 	__u64 seq;
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk) ||
-	    rx_sampled_out_sk(sk, false))
+	    rx_sampled_out_sk(sk, false) || !sk_flow_matches(sk, false))
 		return 0;
-	if (!sk_flow_matches(sk, false))
-		return 0;
-	r = reserve(&seq);
+	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)
 		return 0;
-	fill_common(r, RX_DATA_READY, netns);
+	fill_head(r, RX_DATA_READY, netns, cpu);
+	no_stamps(r);
 	fill_sock_flow(r, sk);
-	r->cookie = bpf_get_socket_cookie(sk);
-	if (sk->sk_protocol == IPPROTO_TCP)
-		r->end_seq = bpf_core_cast(sk, struct tcp_sock)->rcv_nxt;
-	commit(r, seq);
+	no_task(r);
+	r->seq = 0;
+	r->end_seq = sk->sk_protocol == IPPROTO_TCP ?
+		     bpf_core_cast(sk, struct tcp_sock)->rcv_nxt : 0;
+	r->cookie = sk_cookie(sk);
+	r->ifindex = 0;
+	r->len = 0;
+	slot_commit(&r->hdr, seq);
 	return 0;
 }
 
 /* The application copies `len` bytes of this skb (the reader's task is
- * current). The flow comes from the skb's headers: a UDP socket may be
- * unconnected, and UDP queues skbs without skb->sk or skb->dev. The netns
- * is the owning socket's, else the reading task's (a UDP skb has no other
- * trace of it here); skbs that are not IP (netlink, unix) are skipped. */
+ * current). A TCP skb's flow and range come from its socket and control
+ * block; any other skb's from its headers (a UDP socket may be
+ * unconnected, and UDP queues skbs without skb->sk or skb->dev). The
+ * netns is the owning socket's, else the reading task's (a UDP skb has no
+ * other trace of it here); skbs that are not IP (netlink, unix) are
+ * skipped. */
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 {
 	struct sock *sk = skb->sk;
+	struct skb_flow f;
 	struct rx_record *r;
-	__u32 netns;
+	__u32 netns, cpu;
+	bool tcp = false;
 	__u16 proto;
 	__u64 seq;
 
@@ -420,9 +365,9 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 		if (!sk_is_inet(sk))
 			return 0;
 		netns = sk_netns(sk);
+		tcp = sk->sk_protocol == IPPROTO_TCP;
 	} else {
-		struct task_struct *task = bpf_get_current_task_btf();
-		struct nsproxy *ns = task->nsproxy;
+		struct nsproxy *ns = bpf_get_current_task_btf()->nsproxy;
 
 		/* NULL while the task exits. */
 		if (!ns)
@@ -432,37 +377,42 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 	if (other_netns(netns))
 		return 0;
 	proto = bpf_ntohs(skb->protocol);
-	if (!is_ip(proto) || (sk && rx_sampled_out_cb(sk, skb)))
+	if (!is_ip(proto))
 		return 0;
-	if (!skb_flow_matches(skb, proto))
-		return 0;
-	r = reserve(&seq);
+	if (tcp) {
+		if (rx_sampled_out_cb(sk, skb) || !sk_flow_matches(sk, false))
+			return 0;
+	} else {
+		skb_flow_parse(skb, proto, &f);
+		if (!f.family) {
+			count(RX_CTR_READ_ERR);
+			return 0;
+		}
+		if (!skb_flow_parsed_matches(&f, false))
+			return 0;
+	}
+	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)
 		return 0;
-	fill_common(r, RX_COPY, netns);
-	/* A TCP socket knows its flow: direct loads instead of the header
-	 * reads (three helper calls), the bulk of this hook's cost. */
-	if (sk && sk->sk_protocol == IPPROTO_TCP)
-		fill_sock_flow(r, sk);
-	else if (fill_skb_flow(r, skb, proto))
-		count(RX_CTR_READ_ERR);
+	fill_head(r, RX_COPY, netns, cpu);
 	fill_stamps(r, skb);
-	fill_task(r);
+	fill_task(r, bpf_get_current_task_btf());
+	if (tcp) {
+		fill_sock_flow(r, sk);
+		fill_cb_range(r, skb);
+	} else {
+		fill_parsed_flow(r, &f);
+		/* A UDP datagram has no range. */
+		r->seq = 0;
+		r->end_seq = 0;
+	}
+	/* skb->sk is an RCU pointer the cookie helper refuses: read the
+	 * cookie the socket already has (TCP_INPUT or DATA_READY assigned it;
+	 * 0 if no earlier stage ran). */
+	r->cookie = sk ? sk->__sk_common.skc_cookie.counter : 0;
 	r->ifindex = skb->skb_iif;
 	r->len = len > 0 ? len : 0;
-	if (sk) {
-		/* skb->sk is an RCU pointer the cookie helper refuses: read the
-		 * cookie the socket already has (TCP_INPUT or DATA_READY
-		 * assigned it through the helper; 0 if no earlier stage ran). */
-		r->cookie = sk->__sk_common.skc_cookie.counter;
-		/* The control block holds tcp_skb_cb while TCP queues the skb;
-		 * it is the right range also when TCP coalesced skbs. */
-		if (sk->sk_protocol == IPPROTO_TCP) {
-			r->seq = *(__u32 *)skb->cb;
-			r->end_seq = *(__u32 *)(skb->cb + 4);
-		}
-	}
-	commit(r, seq);
+	slot_commit(&r->hdr, seq);
 	return 0;
 }
 
@@ -472,26 +422,27 @@ SEC("tp_btf/sock_recv_length")
 int BPF_PROG(rx_read_done, struct sock *sk, int ret, int flags)
 {
 	struct rx_record *r;
-	__u32 netns;
+	__u32 netns, cpu;
 	__u64 seq;
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk) || ret <= 0 ||
-	    rx_sampled_out_sk(sk, true))
+	    rx_sampled_out_sk(sk, true) || !sk_flow_matches(sk, false))
 		return 0;
-	if (!sk_flow_matches(sk, false))
-		return 0;
-	r = reserve(&seq);
+	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)
 		return 0;
-	fill_common(r, RX_READ_DONE, netns);
+	fill_head(r, RX_READ_DONE, netns, cpu);
+	no_stamps(r);
 	fill_sock_flow(r, sk);
-	fill_task(r);
-	r->cookie = bpf_get_socket_cookie(sk);
+	fill_task(r, bpf_get_current_task_btf());
+	r->seq = 0;
+	r->end_seq = sk->sk_protocol == IPPROTO_TCP ?
+		     bpf_core_cast(sk, struct tcp_sock)->copied_seq : 0;
+	r->cookie = sk_cookie(sk);
+	r->ifindex = 0;
 	r->len = ret;
-	if (sk->sk_protocol == IPPROTO_TCP)
-		r->end_seq = bpf_core_cast(sk, struct tcp_sock)->copied_seq;
-	commit(r, seq);
+	slot_commit(&r->hdr, seq);
 	return 0;
 }
 

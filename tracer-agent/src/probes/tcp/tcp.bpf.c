@@ -72,26 +72,27 @@ static __always_inline void publish(struct tcp_record *r, __u64 seq)
 	slot_commit(&r->hdr, seq);
 }
 
-/* The socket's flow, cookie and state into `r`. */
+/* The socket's flow, cookie and state into `r`: direct loads; the cookie
+ * helper runs only for a socket that has none yet. */
 static __always_inline void sock_flow(struct sock *sk, struct tcp_record *r)
 {
 	struct sock_common *c = &sk->__sk_common;
 	unsigned short family = c->skc_family;
+	__u64 cookie = c->skc_cookie.counter;
 
-	r->cookie = bpf_get_socket_cookie(sk);
+	r->cookie = cookie ? cookie : bpf_get_socket_cookie(sk);
 	r->state = c->skc_state;
 	r->sport = c->skc_num;
 	r->dport = bpf_ntohs(c->skc_dport);
-	__builtin_memset(r->saddr, 0, sizeof(r->saddr));
-	__builtin_memset(r->daddr, 0, sizeof(r->daddr));
 	if (family == AF_INET6) {
 		r->family = 6;
-		if (bpf_core_read(r->saddr, 16, &c->skc_v6_rcv_saddr) ||
-		    bpf_core_read(r->daddr, 16, &c->skc_v6_daddr)) {
-			__builtin_memset(r->saddr, 0, sizeof(r->saddr));
-			__builtin_memset(r->daddr, 0, sizeof(r->daddr));
-		}
-	} else if (family == AF_INET) {
+		__builtin_memcpy(r->saddr, c->skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
+		__builtin_memcpy(r->daddr, c->skc_v6_daddr.in6_u.u6_addr8, 16);
+		return;
+	}
+	__builtin_memset(r->saddr, 0, sizeof(r->saddr));
+	__builtin_memset(r->daddr, 0, sizeof(r->daddr));
+	if (family == AF_INET) {
 		r->family = 4;
 		*(__u32 *)r->saddr = c->skc_rcv_saddr;
 		*(__u32 *)r->daddr = c->skc_daddr;
