@@ -310,9 +310,14 @@ fn clock_sink_learns_two_simulated_oscillators() {
             host.name,
             last.state
         );
+        // Within 10 % (at least 2 ppm): phc2sys's fixed gains (kp 0.7,
+        // ki 0.3) at a 0.2 s interval are still pulling the frequency in
+        // after this short run; a servo that had not learned the drift
+        // would sit near 0.
         let want_ppb = -drift_ppm * 1e3;
+        let tolerance_ppb = (want_ppb.abs() * 0.1).max(2_000.0);
         assert!(
-            (last.freq_ppb - want_ppb).abs() < 2_000.0,
+            (last.freq_ppb - want_ppb).abs() < tolerance_ppb,
             "{}: servo frequency {} ppb, the oscillator needs {want_ppb}",
             host.name,
             last.freq_ppb
