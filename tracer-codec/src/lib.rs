@@ -16,6 +16,7 @@ pub mod error;
 pub mod event;
 pub mod layout;
 pub mod rx;
+pub mod sample;
 pub mod tcp;
 pub mod wire;
 

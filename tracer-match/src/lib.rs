@@ -22,7 +22,6 @@ pub mod loss;
 pub mod matcher;
 pub mod receiver;
 pub mod report;
-pub mod sample;
 pub mod stats;
 pub mod synth;
 pub mod text;

@@ -30,8 +30,8 @@ use crate::flow::{FlowKey, SeqUnwrap};
 use crate::input::{Ev, HostId, Input};
 use crate::lifetime::{Life, Stage, STAGES};
 use crate::receiver::{Hit, RxFlow, RxSkb};
-use crate::sample;
 use crate::stats::{Direction, HostStats, Reason, TopN};
+use tracer_codec::sample;
 
 /// How matching is done.
 #[derive(Debug, Clone, Copy)]

@@ -36,7 +36,7 @@ use tracer_codec::{
 };
 
 use crate::input::Ev;
-use crate::sample;
+use tracer_codec::sample;
 
 /// What to simulate. Host 0 and host 1; direction 0 is host 0 -> host 1.
 #[derive(Debug, Clone)]

@@ -2,8 +2,9 @@
 /*
  * Sampling by TCP byte range, the same decision on both ends of a
  * connection (`--sample-every N`). This file is the specification; its Rust
- * twin is tracer-agent/src/probes/sample.rs, and a unit test there compiles
- * this header with the host's cc and compares both on fixed vectors.
+ * twin, which the agent and the matcher use, is tracer-codec/src/sample.rs,
+ * and tracer-codec/tests/sample_h.rs compiles this header with the host's
+ * cc and compares both on many inputs.
  *
  * The rule: the sequence space of each direction of a flow is cut into
  * granules of 64 KiB (seq >> NT_SAMPLE_GRANULE_SHIFT). A granule is sampled

@@ -19,7 +19,9 @@ use crate::preflight::PreflightError;
 
 pub mod drops;
 pub mod rx;
-pub mod sample;
+/// The `--sample-every` rule, shared with the matcher through the codec
+/// (the spec is `bpf/include/sample.h`).
+pub use tracer_codec::sample;
 #[cfg(test)]
 mod skb_flow;
 pub mod slots;
