@@ -1053,29 +1053,6 @@ int main(void) {
     /// (filter.h compiled with the host's C compiler)?
     fn bpf_eval(cases: &[(FlowFilter, Flow)]) -> Vec<bool> {
         use std::fmt::Write as _;
-        use std::io::Write as _;
-        let dir = tempfile::tempdir().unwrap();
-        let (src, exe) = (dir.path().join("eval.c"), dir.path().join("eval"));
-        std::fs::write(&src, C_EVAL).unwrap();
-        let include = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/include");
-        let out = std::process::Command::new(crate::probes::host_cc())
-            .args([
-                "-std=gnu11",
-                "-O2",
-                "-Wall",
-                "-Werror",
-                "-fno-strict-aliasing",
-            ])
-            .args(["-I", include, "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "compiling filter.h: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let mut input = String::new();
         for (filter, (sa, sp, da, dp, proto)) in cases {
             let terms = filter.terms();
@@ -1115,21 +1092,7 @@ int main(void) {
             }
             input.push('\n');
         }
-        let mut child = std::process::Command::new(&exe)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout)
-            .unwrap()
+        crate::probes::run_header_program(C_EVAL, &input)
             .lines()
             .map(|l| l == "1")
             .collect()

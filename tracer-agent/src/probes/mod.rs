@@ -30,21 +30,53 @@ pub mod tx;
 
 pub use slots::Drained;
 
-/// The host's C compiler, for the tests that build a shared BPF header
-/// (sample.h, skb_flow.h) as plain C and check it.
+/// Build `c_source` (a test program that includes shared BPF headers) with
+/// the host's C compiler as the kernel reads packets (through header
+/// structs, no strict aliasing), feed it `input` and return its output: how
+/// the tests check sample.h, skb_flow.h and filter.h as plain C.
 #[cfg(test)]
-pub(crate) fn host_cc() -> std::path::PathBuf {
+pub(crate) fn run_header_program(c_source: &str, input: &str) -> String {
+    use std::io::Write;
     // The build already needs clang for the BPF side.
-    for c in ["cc", "clang-19", "clang"] {
-        if std::process::Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            return c.into();
-        }
-    }
-    panic!("no host C compiler (cc, clang-19, clang) to check the BPF headers against");
+    let cc = ["cc", "clang-19", "clang"]
+        .into_iter()
+        .find(|c| {
+            std::process::Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("no host C compiler (cc, clang-19, clang) to check the BPF headers against");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, exe) = (dir.path().join("t.c"), dir.path().join("t"));
+    std::fs::write(&src, c_source).unwrap();
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/include");
+    let out = std::process::Command::new(cc)
+        .args(["-std=gnu11", "-O2", "-Wall", "-Werror"])
+        .args(["-fno-strict-aliasing", "-I", include, "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "compiling a BPF header as C: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut child = std::process::Command::new(&exe)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the header's test program failed");
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Every probe this agent knows, in the order they are listed and loaded.

@@ -5,6 +5,7 @@
 //! extension headers, fragments and malformed headers included, each
 //! checked against the flow it must give.
 
+use super::run_header_program;
 /// Ethertypes, as skb->protocol in host order.
 const ETH_P_IP: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86dd;
@@ -74,36 +75,6 @@ int main(void) {
 
 /// Run the C parser on `(ethertype, packet)` cases.
 fn parse_in_c(cases: &[(u16, Vec<u8>)]) -> Vec<Flow> {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("flow.c");
-    let exe = dir.path().join("flow");
-    std::fs::write(&src, C_MAIN).unwrap();
-    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/include");
-    let out = std::process::Command::new(super::host_cc())
-        // As the kernel: packet bytes are read through header structs.
-        .args([
-            "-std=gnu11",
-            "-O2",
-            "-Wall",
-            "-Werror",
-            "-fno-strict-aliasing",
-        ])
-        .args(["-I", include, "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "compiling skb_flow.h: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut child = std::process::Command::new(&exe)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let mut input = String::new();
     for (proto, pkt) in cases {
         // At least one byte, so that every line has its two fields.
@@ -111,16 +82,7 @@ fn parse_in_c(cases: &[(u16, Vec<u8>)]) -> Vec<Flow> {
         let hex = if hex.is_empty() { "00".into() } else { hex };
         input.push_str(&format!("{proto:x} {hex}\n"));
     }
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
+    run_header_program(C_MAIN, &input)
         .lines()
         .map(|l| {
             let v: Vec<u32> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
