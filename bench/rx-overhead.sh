@@ -14,11 +14,16 @@
 #          each tracepoint the rx and drops probes use (netif_receive_skb,
 #          tcp_probe, sk_data_ready, skb_copy_datagram_iovec,
 #          sock_recv_length, kfree_skb), loaded by bpftool and attached
-#          through pinned raw-tracepoint links.
+#          through pinned raw-tracepoint links;
+#   clock  the same programs making one bpf_ktime_get_ns() call each
+#          (-DREF_CLOCK): the floor of a hook that stamps an event, which
+#          every record needs (one clock read costs about as much as the
+#          call of a do-nothing program on the machines measured).
 # (1) BPF cost per hook: bpf_stats run_time_ns / run_cnt of each of the
 #     agent's programs (found through the agent's own fds: fdinfo prog_id,
 #     so another agent on the machine is never mixed in) against the
-#     reference on the same tracepoint, medians over rounds.
+#     reference on the same tracepoint, medians over rounds; the clock
+#     references beside them.
 # (2) Machine CPU seconds as bench/agent-overhead.sh measures them: /proc/stat
 #     wall time x CPUs minus idle, iowait and steal (exact under NO_HZ),
 #     minus the sink's own CPU. One kernel serves both namespaces, so this
@@ -30,7 +35,7 @@
 #     (utime + stime from /proc/PID/stat) per million events at each step.
 #
 # Env: ROUNDS (7), SECS (10), RATE (2G), DROP_RATE (10M, UDP, 1000-byte
-# datagrams), MODES ("none 1 100 ref"; "none" first, it pairs each round),
+# datagrams), MODES ("none 1 100 ref clock"; "none" first, it pairs each round),
 # EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
 # EPS_SECS ($SECS); EPS_RATES="" skips (3), ROUNDS=0 skips (1) and (2).
 #
@@ -42,14 +47,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ROUNDS=${ROUNDS:-7} SECS=${SECS:-10} RATE=${RATE:-2G} DROP_RATE=${DROP_RATE:-10M}
-MODES=${MODES:-"none 1 100 ref"}
+MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
 EPS_SECS=${EPS_SECS:-$SECS}
 A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
 CG=$CGROOT/ntr-rxb
-PIN=/sys/fs/bpf/ntr-rxb-ref LINKS=/sys/fs/bpf/ntr-rxb-links
+PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk LINKS=/sys/fs/bpf/ntr-rxb-links
 WORK=
 OLD_STATS=
 
@@ -72,7 +77,7 @@ kill_ns_procs() {
 }
 cleanup() {
     kill_ns_procs
-    rm -rf "$LINKS" "$PIN"   # unpinning the links detaches the references
+    rm -rf "$LINKS" "$PIN" "$PINC"   # unpinning the links detaches the references
     rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
@@ -93,7 +98,10 @@ BIN=$PWD/target/release
 CLANG=$(command -v clang-19 || command -v clang)
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I tracer-agent/bpf/include \
     -c bench/ref/rx_reference.bpf.c -o "$WORK/ref.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_CLOCK -I tracer-agent/bpf/include \
+    -c bench/ref/rx_reference.bpf.c -o "$WORK/clk.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
+bpftool prog loadall "$WORK/clk.o" "$PINC"
 mkdir -p "$CG"
 
 ip netns add $A; ip netns add $B
@@ -144,11 +152,12 @@ print(json.dumps({p["name"]: [p.get("run_time_ns", 0), p.get("run_cnt", 0)]
                   for p in json.load(sys.stdin) if p["id"] in ids}))' "$@"; }
 # Ids of the BPF programs a process holds open (fdinfo prog_id).
 held_prog_ids() { grep -h '^prog_id:' /proc/$1/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u; }
-REF_IDS=$(for p in "$PIN"/*; do bpftool prog show pinned "$p" -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; done)
+pinned_ids() { for p in "$1"/*; do bpftool prog show pinned "$p" -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; done; }
+REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC")
 # Attach every pinned reference to its tracepoint (BPF_RAW_TRACEPOINT_OPEN
 # with no name: a tp_btf program carries its target) and pin the link, so
 # removing the pin detaches it. bpftool 7.1 has no autoattach.
-attach_refs() { python3 - "$PIN" "$LINKS" <<'PY'
+attach_refs() { python3 - "$1" "$LINKS" <<'PY'
 import ctypes, os, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -205,14 +214,15 @@ MODE_IDS=
 start_mode() {
     case $1 in
         none) MODE_IDS= ;;
-        ref) attach_refs; MODE_IDS=$REF_IDS ;;
+        ref) attach_refs "$PIN"; MODE_IDS=$REF_IDS ;;
+        clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
         *) start_agent "$1"; MODE_IDS=$(held_prog_ids "$AGENT") ;;
     esac
 }
 stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
-        ref) rm -rf "$LINKS"; echo "0 0" ;;
+        ref|clock) rm -rf "$LINKS"; echo "0 0" ;;
         *) stop_agent; agent_events ;;
     esac
 }
@@ -278,7 +288,7 @@ med = lambda v: st.median(v) if v else float("nan")
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
 rows = [l.split() for l in open(cpu)]
 LABEL = {"none": "no program", "1": "agent, every skb", "100": "agent, 1 in 100",
-         "ref": "references only"}
+         "ref": "references only", "clock": "clock references"}
 if rows:
     print("\n== results (medians of alternating rounds; ratios are of medians)")
     host_of = lambda r: float(r[1]) - float(r[5]) / hz
@@ -307,20 +317,22 @@ if rows:
 h = [l.split() for l in open(hooks)]
 if h:
     print("(1) BPF ns per run by hook (bpf_stats), agent vs do-nothing tp_btf reference on the same tracepoint; target <= 2x")
+    print("    (clock: a reference making one bpf_ktime_get_ns() call, the floor of a hook that records)")
     TP = {"stack_entry": "netif_receive_skb", "tcp_input": "tcp_probe", "data_ready": "sk_data_ready",
           "copy": "skb_copy_datagram_iovec", "read_done": "sock_recv_length", "kfree_skb": "kfree_skb"}
     def ns(mode, hook): return [float(r[2]) for r in h if r[0] == mode and r[1] == hook and int(r[3]) > 0]
     def runs(mode, hook): return [int(r[3]) for r in h if r[0] == mode and r[1] == hook]
     hooks_seen = [k for k in TP] + sorted({r[1] for r in h if r[1] not in TP})
-    print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'runs/round':>11s}")
+    print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'clock ns':>9s} {'ratio':>6s} {'runs/round':>11s}")
     for hk in hooks_seen:
-        ref = med(ns("ref", hk))
+        ref, clk = med(ns("ref", hk)), med(ns("clock", hk))
         for m in ("1", "100"):
             a = ns(m, hk)
             if not a:
                 continue
             ratio = f"{med(a)/ref:6.2f}" if ref == ref else "     -"
-            print(f"    {TP.get(hk, hk):26s} {m:5s} {med(a):9.1f} {ref:8.1f} {ratio} {med(runs(m, hk)):11.0f}")
+            cratio = f"{clk/ref:6.2f}" if ref == ref and clk == clk else "     -"
+            print(f"    {TP.get(hk, hk):26s} {m:5s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {med(runs(m, hk)):11.0f}")
 e = [l.split() for l in open(eps)]
 if e:
     print("(3) events/s, TSO/GSO off; agent CPU per million events")

@@ -26,7 +26,6 @@
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
 #include "skb_flow.h"
-#include "filter.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -36,6 +35,9 @@ const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
 #define SLOT_RECORD struct drop_record
 #define SLOT_COUNTERS DROP_CTR_MAX
 #include "slot_ring.h"
+/* Last: see rx.bpf.c (its small constants and flow_filter.n_clauses in
+ * one cache line of .rodata). */
+#include "filter.h"
 
 static __always_inline __u32 sk_netns(struct sock *sk)
 {
