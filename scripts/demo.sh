@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # The main job, end to end on one machine: two network namespaces joined by
-# a veth pair play two hosts; tracer-sink runs on "server", a tracer-agent
-# on each host (probes tx,rx,drops,tcp), iperf3 sends a TCP flow from client
-# to server with one second of random loss (an nftables rule on the server),
-# and the trace is written to traces/*.pcapng and summarised by tshark with
-# our dissector: TX and RX stage latencies, drops by reason, retransmissions.
+# a veth pair play two hosts, "client" and "server", each with a clock of
+# its own (a simulated oscillator: client +3 ms and 50 ppm fast, server
+# -2 ms and 30 ppm slow). tracer-sink runs on the server; a tracer-agent on
+# each host (probes tx,rx,drops,tcp) follows the sink's clock
+# (--clock sink), which must learn both oscillators. Once both clocks are
+# locked and stable, iperf3 sends TCP both ways, client to server with one
+# second of random loss (an nftables rule on the server). The trace
+# (traces/*.pcapng) is summarised by tshark with our dissector (TX and RX
+# stage latencies, drops, retransmissions) and by nettrace-match (each
+# sent skb linked to its reception on the other host: one-way latency,
+# causality, the clock offset the data prove; HTML report in
+# traces/report.html). A second, short run on --clock system (the same
+# oscillators, nothing removes them) shows the causality violations that
+# unsynchronised clocks cause.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -19,6 +28,13 @@ PROBES=tx,rx,drops,tcp
 NS_C=ntr-demo-client NS_S=ntr-demo-server
 ADDR_C=10.210.0.1 ADDR_S=10.210.0.2
 LUA=wireshark/nettrace.lua
+# Each host's clock: offset_ns,drift_ppm (tracer-agent --simulate-oscillator,
+# a testing and demo facility: see docs/clock-model.md).
+OSC_C=${OSC_C:-3000000,50}
+OSC_S=${OSC_S:--2000000,-30}
+# 0.2 s clock updates and the least-squares servo: it learns a constant
+# drift in two updates (the default PI servo takes seconds to settle).
+CLOCK_OPTS=(--servo linreg --clock-interval 0.2)
 
 cleanup() {
     [[ -n ${AGENT:-} ]] && kill -INT "$AGENT" 2>/dev/null || true
@@ -52,35 +68,60 @@ ip -n "$NS_S" link set ntrdemo-s up
 # backgrounded directly so $! is the program itself and gets our signals.
 in_ns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" -- "$@"; }
 
-mkdir -p "$OUT"
-rm -f "$OUT"/trace-*.pcapng
-echo "== tracer-sink on $NS_S, writing $OUT/"
-nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-sink" --listen "$ADDR_S:7420" --output "$OUT" \
-    > "$OUT/sink.log" 2>&1 &
-SINK=$!
-# Waits until agent $1 (log $2) has attached every probe.
-wait_attached() {
-    local want
-    want=$(tr , '\n' <<<"$PROBES" | wc -l)
-    for _ in $(seq 100); do
-        (($(grep -c "probe attached" "$2") >= want)) && return
+# Waits until agent $1 (log $2) has printed $3 at least $4 times.
+wait_log() {
+    for _ in $(seq 300); do
+        (($(grep -c -- "$3" "$2") >= $4)) && return
         kill -0 "$1" 2>/dev/null || { cat "$2"; exit 1; }
         sleep 0.1
     done
-    echo "agent did not attach its probes:" >&2; cat "$2" >&2; exit 1
+    echo "agent did not print \"$3\":" >&2; cat "$2" >&2; exit 1
 }
-echo "== tracer-agent on $NS_C and on $NS_S (--probes $PROBES)"
-nsenter --net="/run/netns/$NS_C" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes "$PROBES" \
-    --hostname client --clock sink > "$OUT/agent.log" 2>&1 &
-AGENT=$!
-# The server's agent shares the sink's host, hence its clock: no --clock sink.
-nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes "$PROBES" \
-    --hostname server > "$OUT/agent-server.log" 2>&1 &
-AGENT_S=$!
-wait_attached "$AGENT" "$OUT/agent.log"
-wait_attached "$AGENT_S" "$OUT/agent-server.log"
+# Starts the sink (writing to $1) and both agents with clock $2 and
+# probes $3; returns once both agents trace and their clocks are stable.
+start_tracing() {
+    local dir=$1 clock=$2 probes=$3 n
+    nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-sink" --listen "$ADDR_S:7420" --output "$dir" \
+        --clock-interval 0.2 > "$dir/sink.log" 2>&1 &
+    SINK=$!
+    for _ in $(seq 100); do grep -q "tracer-sink started" "$dir/sink.log" && break; sleep 0.1; done
+    nsenter --net="/run/netns/$NS_C" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes "$probes" \
+        --hostname client --clock "$clock" "${CLOCK_OPTS[@]}" --simulate-oscillator "$OSC_C" \
+        > "$dir/agent.log" 2>&1 &
+    AGENT=$!
+    # The server's agent shares the sink's namespace, not its clock: it has
+    # an oscillator of its own, so it follows the sink's clock too.
+    nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes "$probes" \
+        --hostname server --clock "$clock" "${CLOCK_OPTS[@]}" --simulate-oscillator "$OSC_S" \
+        > "$dir/agent-server.log" 2>&1 &
+    AGENT_S=$!
+    n=$(tr , '\n' <<<"$probes" | wc -l)
+    # An agent attaches its probes once its clock locked; the traffic waits
+    # until both servos are LOCKED_STABLE (ten updates in a row under 1 µs),
+    # so that no event of it is stamped by a clock still settling.
+    wait_log "$AGENT" "$dir/agent.log" "probe attached" "$n"
+    wait_log "$AGENT_S" "$dir/agent-server.log" "probe attached" "$n"
+    wait_log "$AGENT" "$dir/agent.log" "state=LOCKED_STABLE" 1
+    wait_log "$AGENT_S" "$dir/agent-server.log" "state=LOCKED_STABLE" 1
+}
+# Stops both agents, then the sink.
+stop_tracing() {
+    kill -INT "$AGENT" "$AGENT_S"; wait "$AGENT" || true; wait "$AGENT_S" || true; AGENT= AGENT_S=
+    sleep 0.3
+    kill -TERM "$SINK"; wait "$SINK" || true; SINK=
+}
 
-echo "== iperf3: ${SECONDS_OF_TRAFFIC}s of TCP at $RATE from client to server"
+mkdir -p "$OUT" "$OUT/unsynchronised"
+rm -f "$OUT"/trace-*.pcapng "$OUT"/report.html "$OUT"/unsynchronised/trace-*.pcapng
+echo "== tracer-sink on $NS_S, writing $OUT/; tracer-agent on $NS_C and on $NS_S (--probes $PROBES)"
+echo "   clocks: client $OSC_C, server $OSC_S (offset ns, drift ppm); both agents --clock sink"
+start_tracing "$OUT" sink "$PROBES"
+for h in client:agent server:agent-server; do
+    grep -o -E "clock (locked|state changed) .*" "$OUT/${h#*:}.log" \
+        | sed -E "s/\x1b\[[0-9;]*m//g; s/^/   ${h%%:*}: /"
+done
+
+echo "== iperf3: ${SECONDS_OF_TRAFFIC}s of TCP at $RATE each way between client and server"
 nsenter --net="/run/netns/$NS_S" -- iperf3 -s -1 -B "$ADDR_S" > /dev/null 2>&1 &
 IPERF=$!
 sleep 0.5
@@ -104,13 +145,11 @@ NFT
     ) &
     LOSS=$!
 fi
-in_ns "$NS_C" iperf3 -c "$ADDR_S" -t "$SECONDS_OF_TRAFFIC" -b "$RATE" | tail -4
+in_ns "$NS_C" iperf3 -c "$ADDR_S" --bidir -t "$SECONDS_OF_TRAFFIC" -b "$RATE" | grep -E "(sender|receiver)$"
 [[ -n ${LOSS:-} ]] && { wait "$LOSS" || true; LOSS=; }
 sleep 0.5
 
-kill -INT "$AGENT" "$AGENT_S"; wait "$AGENT" || true; wait "$AGENT_S" || true; AGENT= AGENT_S=
-sleep 0.3
-kill -TERM "$SINK"; wait "$SINK" || true; SINK=
+stop_tracing
 for log in agent agent-server; do
     echo "== agent counters ($log.log)"; sed -n '/final tracer-agent statistics/,$p' "$OUT/$log.log"
 done
@@ -141,17 +180,20 @@ echo "-- events by host and kind"
 awk "$NAMES"' {k = $2 == 1 ? "TX " tx[$3 + 1] : $2 == 2 ? "CLOCK" : $2 == 3 ? "RX " rx[$4 + 1] : \
         $2 == 4 ? "DROP" : $2 == 5 ? "TCP " an[$13 + 1] : "kind " $2; c[$1 " " k]++}
     END {for (k in c) printf "  %-26s %8d\n", k, c[k]}' "$ROWS" | sort
-echo "-- the agent's clock updates (following the sink's clock), last 5"
-ts -Y "nettrace.kind == 2 && nettrace.host == \"client\"" -T fields -e frame.number -e nettrace.clock.state \
+echo "-- each agent's last 3 clock updates (following the sink's clock: the servo's frequency"
+echo "   cancels the host's oscillator, -50 ppm on the client and +30 ppm on the server)"
+printf "  %-7s %6s %-14s %10s %10s %9s %9s\n" host frame state "offset ns" "freq ppb" "delay ns" "err ns"
+ts -Y "nettrace.kind == 2" -T fields -e nettrace.host -e frame.number -e nettrace.clock.state \
     -e nettrace.clock.offset_ns -e nettrace.clock.freq_ppb -e nettrace.clock.delay_ns \
-    -e nettrace.clock.error_estimate_ns 2>/dev/null | tail -5 \
-    | awk -F'\t' 'BEGIN {s[0]="UNLOCKED";s[1]="JUMP";s[2]="LOCKED";s[3]="LOCKED_STABLE";
-        printf "%6s %-14s %10s %10s %9s %9s\n", "frame", "state", "offset ns", "freq ppb", "delay ns", "err ns"}
-        {printf "%6s %-14s %10s %10.1f %9s %9s\n", $1, s[$2], $3, $4, $5, $6}'
+    -e nettrace.clock.error_estimate_ns 2>/dev/null \
+    | awk -F'\t' 'BEGIN {s[0]="UNLOCKED";s[1]="JUMP";s[2]="LOCKED";s[3]="LOCKED_STABLE"}
+        {n[$1]++; row[$1, n[$1]] = sprintf("  %-7s %6s %-14s %10s %10.1f %9s %9s", $1, $2, s[$3], $4, $5, $6, $7)}
+        END {for (h in n) for (i = n[h] - 2; i <= n[h]; i++) if (i > 0) print row[h, i]}' | sort -s -k1,1
 # "median p99" of column $4 over the rows of $ROWS of host $1 whose column
-# $2 is $3 ("-" when there are none); RX rows only of the iperf3 flow (the
-# server's agent also sees the agents' own datagrams to the sink).
-sel='$1 == h && $c == v && ($4 == "" || $'$C_RXDPORT' == 5201)'
+# $2 is $3 ("-" when there are none); RX rows only of the client's data to
+# iperf3 (the server's agent also sees the agents' own datagrams to the sink
+# and, at the stack's stages, the ACKs of its own data to the client).
+sel='$1 == h && $c == v && ($4 == "" || ($'$C_RXDPORT' == 5201 && ($4 > 1 || $'$C_SEQ' != $'$C_END_SEQ')))'
 stat() {
     awk -F'\t' -v h="$1" -v c="$2" -v v="$3" -v f="$4" "$sel"' && $f != "" {print $f}' "$ROWS" \
         | sort -n | awk '{a[NR]=$1} END {if (NR) {p=int(NR*0.99); if (p < 1) p=1; printf "%8d %8d", a[int((NR+1)/2)], a[p]}
@@ -165,7 +207,7 @@ for row in "SCHED-SENDMSG 1 $C_SCHED" "SND_SW-SCHED 2 $C_SNDSW" "ACK-send 4 $C_A
     set -- $row
     printf "  %-14s %7s %s\n" "$1" "$(count client $C_STAGE "$2")" "$(stat client $C_STAGE "$2" "$3")"
 done
-echo "-- RX stage latency (ns) of the iperf3 flow on the server, median and p99: since the skb's RX stamp,"
+echo "-- RX stage latency (ns) of the client's data on the server, median and p99: since the skb's RX stamp,"
 echo "   since its STACK_ENTRY and since its previous stage (TCP frames linked to their skb)"
 printf "  %-12s %7s   %-17s   %-17s   %-17s\n" "" n "since RX stamp" "since STACK_ENTRY" "since prev stage"
 for i in 0 1 2 3 4; do
@@ -193,4 +235,24 @@ ts -o nettrace.ip_stats:FALSE -V \
     -Y "nettrace.rx.stage == READ_DONE && nettrace.rx.lat.tcp_input_ns && nettrace.rx.len > 10000" 2>/dev/null \
     | awk '/^Frame /{n++} n==1' | sed -n '/^nettrace: kernel/,/^$/p'
 rm -f "$ROWS" "$ERR"
-echo "== done: open $FILE in Wireshark with $LUA installed (see wireshark/README.md)"
+
+echo "== nettrace-match: each skb one host sent linked to its reception on the other, on one time axis"
+"$BIN/nettrace-match" --html "$OUT/report.html" "$OUT"/trace-*.pcapng
+
+UNSYNC=$OUT/unsynchronised
+UNSYNC_SECONDS=${UNSYNC_SECONDS:-1}
+echo "== the same two clocks without synchronisation: --clock system, ${UNSYNC_SECONDS}s of iperf3 each way, $UNSYNC/"
+start_tracing "$UNSYNC" system tx,rx
+nsenter --net="/run/netns/$NS_S" -- iperf3 -s -1 -B "$ADDR_S" > /dev/null 2>&1 &
+IPERF=$!
+sleep 0.5
+in_ns "$NS_C" iperf3 -c "$ADDR_S" --bidir -t "$UNSYNC_SECONDS" -b 50M > /dev/null
+sleep 0.5
+stop_tracing
+echo "-- nettrace-match, causality and offset lines: the server's clock reads 5 ms (and 80 ppm) behind"
+echo "   the client's, so everything the client sends seems to arrive before it left"
+"$BIN/nettrace-match" "$UNSYNC"/trace-*.pcapng \
+    | grep -E "^[^ ]+ → |^  (one-way |causality)|^clock offset|^  data prove|^ +(INCONSISTENT|EXCLUDES|contains 0|one direction)"
+echo "   (both bounds lie near the -5 ms the oscillators started with; they cross because the offset"
+echo "   moved by 80 µs per second of the run, more than the two one-way latencies that bound it)"
+echo "== done: open $FILE in Wireshark with $LUA installed (see wireshark/README.md); $OUT/report.html in a browser"
