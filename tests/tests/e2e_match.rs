@@ -631,11 +631,22 @@ fn retransmissions_are_matched_as_separate_transmissions() {
             "{a} → {b}: {matched} of {sent} matched: {}",
             d["unmatched"]
         );
-        assert_eq!(
-            d["violations"]["count"], 0,
-            "{a} → {b}: {}",
+        // On one kernel clock a violation is a pairing artefact, never a
+        // clock error. Under loss recovery a few tagged skbs show their
+        // SND_SW after the STACK_ENTRY holding their tskey (docs/matching.md,
+        // Limits; seen in about 1 run in 10-15): allow at most 2 % of the
+        // matched packets, each at most 100 µs early, so a real pairing or
+        // clock fault (which shifts every packet) still fails.
+        let violations = d["violations"]["count"].as_u64().unwrap();
+        assert!(
+            violations * 50 <= matched,
+            "{a} → {b}: {violations} violations of {matched}: {}",
             d["violations"]
         );
+        if violations > 0 {
+            let worst = d["violations"]["worst_ns"].as_i64().unwrap_or(i64::MIN);
+            assert!(worst > -100_000, "{a} → {b}: {}", d["violations"]);
+        }
         // No transmission was paired with another one's reception.
         let ow = &d["one_way"];
         assert!(
