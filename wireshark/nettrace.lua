@@ -61,6 +61,8 @@ local LAYOUT = {
     wire_version_1 = 1,
     dgram_v1_fixed_len = 61,
     flag_mac = 1,
+    tx_flag_range = 1,
+    tx_flag_sent = 2,
     mac_len = 16,
     capture_version = 1,
     magic = "NTRC",
@@ -131,7 +133,8 @@ local LAYOUT = {
     kinds = {
         [1] = {
             name = "TX",
-            body_len = 110,
+            body_len = 115,
+            v1_body_len = 110,
             fields = {
                 mono_ns = { offset = 0, size = 8, type = "u64" },
                 global_ns = { offset = 8, size = 8, type = "u64" },
@@ -150,12 +153,15 @@ local LAYOUT = {
                 saddr = { offset = 62, size = 16, type = "addr" },
                 daddr = { offset = 78, size = 16, type = "addr" },
                 comm = { offset = 94, size = 16, type = "comm" },
+                end_seq = { offset = 110, size = 4, type = "u32" },
+                tx_flags = { offset = 114, size = 1, type = "u8" },
             },
-            order = { "mono_ns", "global_ns", "hw_ns", "cookie", "tskey", "seq", "netns", "cpu", "pid", "tid", "stage", "family", "sport", "dport", "saddr", "daddr", "comm" },
+            order = { "mono_ns", "global_ns", "hw_ns", "cookie", "tskey", "seq", "netns", "cpu", "pid", "tid", "stage", "family", "sport", "dport", "saddr", "daddr", "comm", "end_seq", "tx_flags" },
         },
         [2] = {
             name = "CLOCK",
             body_len = 66,
+            v1_body_len = 66,
             fields = {
                 mono_ns = { offset = 0, size = 8, type = "u64" },
                 global_ns = { offset = 8, size = 8, type = "u64" },
@@ -173,6 +179,7 @@ local LAYOUT = {
         [3] = {
             name = "RX",
             body_len = 136,
+            v1_body_len = 136,
             fields = {
                 mono_ns = { offset = 0, size = 8, type = "u64" },
                 global_ns = { offset = 8, size = 8, type = "u64" },
@@ -203,6 +210,7 @@ local LAYOUT = {
         [4] = {
             name = "DROP",
             body_len = 164,
+            v1_body_len = 164,
             fields = {
                 mono_ns = { offset = 0, size = 8, type = "u64" },
                 global_ns = { offset = 8, size = 8, type = "u64" },
@@ -227,6 +235,7 @@ local LAYOUT = {
         [5] = {
             name = "TCP",
             body_len = 83,
+            v1_body_len = 83,
             fields = {
                 mono_ns = { offset = 0, size = 8, type = "u64" },
                 global_ns = { offset = 8, size = 8, type = "u64" },
@@ -373,6 +382,10 @@ local F = {
     cookie = ProtoField.uint64("nettrace.cookie", "Socket cookie"),
     tskey = ProtoField.uint32("nettrace.tskey", "tskey"),
     seq = ProtoField.uint32("nettrace.seq", "TCP sequence (first byte)"),
+    end_seq = ProtoField.uint32("nettrace.end_seq", "TCP sequence after the last byte"),
+    tx_flags = ProtoField.uint8("nettrace.tx_flags", "TX flags", base.HEX),
+    tx_flag_range = ProtoField.bool("nettrace.tx_flags.range", "Range read at this callback", 8, nil, LAYOUT.tx_flag_range),
+    tx_flag_sent = ProtoField.bool("nettrace.tx_flags.sent", "Tagged an skb already sent", 8, nil, LAYOUT.tx_flag_sent),
     netns = ProtoField.uint32("nettrace.netns", "Network namespace inode"),
     cpu = ProtoField.uint32("nettrace.cpu", "CPU"),
     pid = ProtoField.uint32("nettrace.pid", "PID (tgid)"),
@@ -1404,12 +1417,27 @@ local function dissect_tx(body, pinfo, tree, ctx)
     local saddr, daddr = add_addresses(tree, b("saddr"), b("daddr"), family)
     flow_columns(pinfo, tree, ctx, b)
     add_comm(tree, b("comm"))
+    -- Version 2: the bytes the skb held at this callback.
+    local flags = 0
+    if body:len() >= TX.body_len then
+        flags = b("tx_flags"):uint()
+        tree:add_le(F.end_seq, b("end_seq"))
+        local fi = tree:add(F.tx_flags, b("tx_flags"))
+        fi:add(F.tx_flag_range, b("tx_flags"))
+        fi:add(F.tx_flag_sent, b("tx_flags"))
+    end
 
     local tskey = b("tskey"):le_uint()
     local summary = string.format("%s %s → %s tskey=%d",
         STAGE_NAMES[stage] or ("stage " .. stage),
         endpoint(saddr, b("sport"):le_uint(), family),
         endpoint(daddr, b("dport"):le_uint(), family), tskey)
+    if bit32.band(flags, LAYOUT.tx_flag_range) ~= 0 then
+        summary = summary .. string.format(" bytes=%d..%d", b("seq"):le_uint(), b("end_seq"):le_uint())
+    end
+    if bit32.band(flags, LAYOUT.tx_flag_sent) ~= 0 then
+        summary = summary .. " [tagged already sent]"
+    end
     if not ok then
         return summary .. " [Malformed]"
     end
@@ -1728,28 +1756,33 @@ local function dissect_rx(body, pinfo, tree, ctx)
     return summary
 end
 
--- Known kinds: name, version-1 body length, decoder (body tvb, pinfo,
--- tree, ctx) -> summary.
+-- Known kinds: name, body length this version writes, version-1 body
+-- length (the shortest taken), decoder (body tvb, pinfo, tree, ctx) ->
+-- summary. A decoder gets a version-1 body or a whole one.
 local KINDS = {
-    [KIND.TX] = { name = TX.name, body_len = TX.body_len, dissect = dissect_tx },
+    [KIND.TX] = { name = TX.name, body_len = TX.body_len, v1_body_len = TX.v1_body_len, dissect = dissect_tx },
     [KIND.CLOCK] = {
         name = CLOCK.name,
         body_len = CLOCK.body_len,
+        v1_body_len = CLOCK.v1_body_len,
         dissect = function(body, _, tree, _) return dissect_clock(body, tree) end,
     },
     [KIND.RX] = {
         name = RX.name,
         body_len = RX.body_len,
+        v1_body_len = RX.v1_body_len,
         dissect = dissect_rx,
     },
     [KIND.DROP] = {
         name = DROP.name,
         body_len = DROP.body_len,
+        v1_body_len = DROP.v1_body_len,
         dissect = dissect_drop,
     },
     [KIND.TCP] = {
         name = TCP.name,
         body_len = TCP.body_len,
+        v1_body_len = TCP.v1_body_len,
         dissect = dissect_tcp,
     },
 }
@@ -1786,14 +1819,16 @@ local function dissect_record(tvb, offset, limit, pinfo, tree, ctx)
         item:add_proto_expert_info(E.unknown_kind, text)
         return next_offset, text
     end
-    if len < k.body_len then
+    if len < k.v1_body_len then
         local item = body and tree:add(F.body, body) or tree
         item:add_proto_expert_info(E.body_too_short,
-            string.format("%s body has %d bytes, version 1 needs %d", k.name, len, k.body_len))
+            string.format("%s body has %d bytes, version 1 needs %d", k.name, len, k.v1_body_len))
         return next_offset, k.name .. " [body too short]"
     end
-    -- Decode via a sub-tvb of the v1 layout so every offset is body-relative.
-    local summary = k.dissect(tvb(offset + RECORD_HEADER_LEN, k.body_len):tvb(), pinfo, tree, ctx)
+    -- Decode via a sub-tvb so every offset is body-relative: the whole
+    -- layout, or a version-1 body without the fields appended since.
+    local known = len < k.body_len and k.v1_body_len or k.body_len
+    local summary = k.dissect(tvb(offset + RECORD_HEADER_LEN, known):tvb(), pinfo, tree, ctx)
     if len > k.body_len then
         tree:add(F.extra, tvb(offset + RECORD_HEADER_LEN + k.body_len, len - k.body_len))
     end

@@ -52,6 +52,7 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
 
     let mut by_skb: BTreeMap<(u64, u32), BTreeMap<TxStage, TxEvent>> = BTreeMap::new();
     let mut flow_events = 0;
+    let mut sw_holding_tskey = 0;
     for f in &trace.frames {
         let e = match &f.event {
             Event::Tx(e) => e,
@@ -86,6 +87,14 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         {
             flow_events += 1;
             let stage = e.stage().expect("known stage");
+            // Every callback records the bytes its skb holds then (the
+            // SCHED/SND_SW ones from the TCP header of the clone IP got).
+            let (seq, end) = e.range().unwrap_or_else(|| panic!("no range: {e:?}"));
+            let len = end.wrapping_sub(seq);
+            assert!(len > 0 && len < 1 << 20, "range {seq}..{end}: {e:?}");
+            if stage == TxStage::SndSw && end.wrapping_sub(e.tskey).wrapping_sub(1) < 1 << 20 {
+                sw_holding_tskey += 1;
+            }
             if stage == TxStage::Sendmsg {
                 assert_eq!(
                     e.pid,
@@ -95,11 +104,10 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
                 assert_eq!(e.comm_str(), "e2e-sender");
                 assert!(e.tid != 0);
                 // tskey is the sequence number of the skb's last byte.
-                assert!(
-                    e.tskey.wrapping_sub(e.seq) < 1 << 20,
-                    "seq range {}..={}",
-                    e.seq,
-                    e.tskey
+                assert_eq!(
+                    e.tskey,
+                    end.wrapping_sub(1),
+                    "tskey is the last byte: {e:?}"
                 );
             }
             by_skb
@@ -109,6 +117,10 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         }
     }
     assert!(flow_events > 0, "no event of the flow {local} -> {peer}");
+    assert!(
+        sw_holding_tskey > 0,
+        "no SND_SW whose range reaches its tskey"
+    );
     let count = |s: TxStage| by_skb.values().filter(|m| m.contains_key(&s)).count();
     for s in [
         TxStage::Sendmsg,

@@ -139,7 +139,7 @@ struct Cli {
     #[arg(long, default_value_t = 100, value_name = "MS")]
     poll_ms: u64,
 
-    /// Record slots per CPU in each probe's ring (power of two; 112 bytes
+    /// Record slots per CPU in each probe's ring (power of two; 120 bytes
     /// each for tx). The agent reads them every --poll-ms, sooner while they fill
     /// fast; records overwritten before that are counted as lost.
     #[arg(long, default_value_t = 32768, value_name = "N")]

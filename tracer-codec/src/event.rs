@@ -123,9 +123,11 @@ wire_event! {
     /// One BPF TX timestamping callback for one tagged skb.
     ///
     /// The field order is the wire layout (bincode, fixed-int, little-endian):
-    /// do not reorder; append new fields at the end only.
+    /// do not reorder; append new fields at the end only. Version-1 bodies
+    /// (agents of older builds) end after `comm`: their `end_seq` and
+    /// `tx_flags` read as 0 (no range known).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct TxEvent (kind EventKind::TX, name "TX", title "TX timestamp") {
+    pub struct TxEvent (kind EventKind::TX, name "TX", title "TX timestamp", v1_fields 17) {
         /// Raw kernel stamp, `bpf_ktime_get_ns()` (CLOCK_MONOTONIC ns).
         pub mono_ns: u64 => U64,
         /// The same instant on the global time axis (TAI ns since the epoch).
@@ -136,8 +138,8 @@ wire_event! {
         pub cookie: u64 => U64,
         /// `skb_shinfo(skb)->tskey`: for TCP, sequence number of the skb's last byte.
         pub tskey: u32 => U32,
-        /// TCP sequence number of the first byte of the skb when known
-        /// (SENDMSG, ACK), else 0. With `tskey` it gives the sequence range.
+        /// TCP sequence number of the skb's first byte at this callback when
+        /// `tx_flags` has RANGE (version 1: at SENDMSG and ACK only, else 0).
         pub seq: u32 => U32,
         /// Inode of the socket's network namespace.
         pub netns: u32 => U32,
@@ -161,13 +163,41 @@ wire_event! {
         pub daddr: [u8; 16] => Addr,
         /// Sender's task name, NUL-padded (SENDMSG only).
         pub comm: [u8; 16] => Comm,
+        /// TCP sequence number after the skb's last byte at this callback
+        /// (with `seq`: the bytes the skb really held then, as the
+        /// receiver's RX `end_seq` counts them) when `tx_flags` has RANGE.
+        pub end_seq: u32 => U32,
+        /// Bits: 1 RANGE (`seq`..`end_seq` read from the skb at this
+        /// callback), 2 SENT (SENDMSG only: the kernel tagged an skb it had
+        /// already transmitted, so no first transmission of it is stamped).
+        pub tx_flags: u8 => U8,
     }
 }
+
+/// [`TxEvent::tx_flags`] bit: `seq`..`end_seq` is the range the skb held
+/// at this callback.
+pub const TX_FLAG_RANGE: u8 = 1;
+/// [`TxEvent::tx_flags`] bit, at SENDMSG: the tagged skb had already been
+/// sent (`tcp_tx_timestamp()` falls back to the retransmit queue's tail when
+/// the whole write went out inside the call), so its SCHED/SND_SW, if any,
+/// belong to a retransmission.
+pub const TX_FLAG_SENT: u8 = 2;
 
 impl TxEvent {
     /// Decoded stage; `None` for a value this build does not know.
     pub fn stage(&self) -> Option<TxStage> {
         TxStage::from_u8(self.stage)
+    }
+
+    /// The bytes the skb held at this callback, `[seq, end_seq)`, when
+    /// recorded (version-2 bodies).
+    pub fn range(&self) -> Option<(u32, u32)> {
+        (self.tx_flags & TX_FLAG_RANGE != 0).then_some((self.seq, self.end_seq))
+    }
+
+    /// At SENDMSG: the kernel tagged an skb it had already transmitted.
+    pub fn tagged_sent(&self) -> bool {
+        self.tx_flags & TX_FLAG_SENT != 0
     }
 
     /// Sender task name without NUL padding.
@@ -247,6 +277,8 @@ impl Default for TxEvent {
             saddr: [0; 16],
             daddr: [0; 16],
             comm: [0; 16],
+            end_seq: 0,
+            tx_flags: 0,
         }
     }
 }

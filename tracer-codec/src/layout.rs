@@ -237,7 +237,7 @@ pub const fn field_offset(fields: &[Field], name: &str) -> usize {
     panic!("no such field")
 }
 
-/// The layout of one event kind's version-1 body.
+/// The layout of one event kind's body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventLayout {
     /// Wire kind number.
@@ -246,8 +246,11 @@ pub struct EventLayout {
     pub name: &'static str,
     /// Title of the kind in the docs.
     pub title: &'static str,
-    /// Version-1 body length in bytes.
+    /// Body length this build writes, in bytes.
     pub body_len: usize,
+    /// Version-1 body length: the shortest body a reader takes. Fields
+    /// past it were appended later; a shorter body lacks them (read as 0).
+    pub v1_body_len: usize,
     /// Fields in wire order.
     pub fields: &'static [Field],
 }
@@ -598,6 +601,8 @@ pub fn render_lua() -> String {
     let _ = writeln!(o, "    wire_version_1 = {WIRE_VERSION_1},");
     let _ = writeln!(o, "    dgram_v1_fixed_len = {HEADER_FIXED_LEN_V1},");
     let _ = writeln!(o, "    flag_mac = {FLAG_MAC},");
+    let _ = writeln!(o, "    tx_flag_range = {},", crate::TX_FLAG_RANGE);
+    let _ = writeln!(o, "    tx_flag_sent = {},", crate::TX_FLAG_SENT);
     let _ = writeln!(o, "    mac_len = {MAC_LEN},");
     let _ = writeln!(o, "    capture_version = {CAPTURE_VERSION},");
     let _ = writeln!(
@@ -631,6 +636,7 @@ pub fn render_lua() -> String {
         let _ = writeln!(o, "        [{}] = {{", e.kind);
         let _ = writeln!(o, "            name = {},", lua_str(e.name));
         let _ = writeln!(o, "            body_len = {},", e.body_len);
+        let _ = writeln!(o, "            v1_body_len = {},", e.v1_body_len);
         lua_fields(&mut o, "            ", e.fields);
         let _ = writeln!(o, "        }},");
     }
@@ -740,10 +746,17 @@ pub fn render_markdown() -> Vec<MarkdownTable> {
         "",
     ));
     for e in EVENTS {
-        let extra = format!(
-            "\nKind {} ({}), version-1 body: {} bytes.\n",
-            e.kind, e.name, e.body_len
-        );
+        let extra = if e.v1_body_len == e.body_len {
+            format!(
+                "\nKind {} ({}), version-1 body: {} bytes.\n",
+                e.kind, e.name, e.body_len
+            )
+        } else {
+            format!(
+                "\nKind {} ({}), body: {} bytes; version-1 body: the first {} (fields from offset {} on were appended later; a reader takes a version-1 body and reads them as 0).\n",
+                e.kind, e.name, e.body_len, e.v1_body_len, e.v1_body_len
+            )
+        };
         out.push(md_table(
             &format!("kind-{}", e.kind),
             e.fields,
@@ -903,7 +916,18 @@ mod tests {
                     assert_eq!(e.reason(), "bad_field");
                 }
             }
-            let short = decode(&body[..layout.body_len - 1]).expect_err("short body");
+            // A version-1 body (an older agent's) reads its appended
+            // fields as 0; one byte less is malformed.
+            if valid && layout.v1_body_len < layout.body_len {
+                let mut zeroed = body[..layout.body_len].to_vec();
+                zeroed[layout.v1_body_len..].fill(0);
+                let (want, _): (T, usize) =
+                    bincode::decode_from_slice(&zeroed, crate::bincode_config())
+                        .expect("bincode decodes");
+                let got = decode(&body[..layout.v1_body_len]).expect("a version-1 body");
+                assert_eq!(got, want, "{}: version-1 body", layout.name);
+            }
+            let short = decode(&body[..layout.v1_body_len - 1]).expect_err("short body");
             assert_eq!(short.reason(), "body_too_short");
         }
     }

@@ -24,7 +24,10 @@ pub use ack::{Ack, ACK_LEN, ACK_MAGIC, ACK_VERSION};
 pub use capture::{CaptureRecord, CAPTURE_VERSION};
 pub use drop::{DropEvent, FLOW_FAMILY};
 pub use error::{DecodeError, HostnameError};
-pub use event::{ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage};
+pub use event::{
+    ClockEvent, ClockSource, ClockState, Event, EventKind, Flow, TxEvent, TxStage, TX_FLAG_RANGE,
+    TX_FLAG_SENT,
+};
 pub use rx::{RxEvent, RxStage};
 pub use tcp::{TcpAnomaly, TcpEvent};
 pub use wire::{

@@ -67,9 +67,11 @@ macro_rules! wire_enum {
 macro_rules! wire_event {
     (@names) => { None };
     (@names $t:expr) => { Some(&$t) };
+    (@v1 $fields:expr) => { $crate::layout::fields_len($fields) };
+    (@v1 $fields:expr, $n:literal) => { $crate::layout::fields_len($fields.split_at($n).0) };
     (
         $(#[$meta:meta])*
-        pub struct $name:ident (kind $kind:expr, name $kname:literal, title $title:literal) {
+        pub struct $name:ident (kind $kind:expr, name $kname:literal, title $title:literal $(, v1_fields $v1:literal)?) {
             $(
                 $(#[doc = $doc:literal])*
                 pub $field:ident : $ty:ty => $fty:ident $(in $names:expr)?
@@ -98,29 +100,48 @@ macro_rules! wire_event {
                 ),*
             ]);
 
-            /// Encoded size of the version-1 body (the sum of its fields).
+            /// Encoded size of the body this build writes (the sum of its
+            /// fields).
             pub const BODY_LEN: usize = $crate::layout::fields_len(Self::FIELDS);
 
-            /// Machine-readable layout of the version-1 body.
+            /// Size of the version-1 body: the fields before those a later
+            /// version appended (`v1_fields`). A reader takes a body from
+            /// this length on and reads the appended fields it lacks as 0.
+            pub const V1_BODY_LEN: usize = wire_event!(@v1 Self::FIELDS $(, $v1)?);
+
+            /// Machine-readable layout of the body.
             pub const LAYOUT: $crate::layout::EventLayout = $crate::layout::EventLayout {
                 kind: $kind,
                 name: $kname,
                 title: $title,
                 body_len: Self::BODY_LEN,
+                v1_body_len: Self::V1_BODY_LEN,
                 fields: Self::FIELDS,
             };
 
             /// Decode a body at the table's offsets; trailing bytes (fields
-            /// of a newer version) are ignored. An enum field outside its
-            /// name table is a [`BadField`](crate::DecodeError::BadField).
+            /// of a newer version) are ignored, and fields appended after
+            /// version 1 that a shorter (older) body lacks read as 0. An
+            /// enum field outside its name table is a
+            /// [`BadField`](crate::DecodeError::BadField).
             #[inline]
             pub fn decode_body(body: &[u8]) -> Result<Self, $crate::DecodeError> {
-                let Some(b) = body.first_chunk::<{ Self::BODY_LEN }>() else {
-                    return Err($crate::DecodeError::BodyTooShort {
-                        kind: $kind,
-                        len: body.len(),
-                        need: Self::BODY_LEN,
-                    });
+                let padded: [u8; Self::BODY_LEN];
+                let b = match body.first_chunk::<{ Self::BODY_LEN }>() {
+                    Some(b) => b,
+                    None if body.len() >= Self::V1_BODY_LEN => {
+                        let mut p = [0u8; Self::BODY_LEN];
+                        p[..body.len()].copy_from_slice(body);
+                        padded = p;
+                        &padded
+                    }
+                    None => {
+                        return Err($crate::DecodeError::BodyTooShort {
+                            kind: $kind,
+                            len: body.len(),
+                            need: Self::V1_BODY_LEN,
+                        })
+                    }
                 };
                 let mut off = 0usize;
                 let ev = $name {

@@ -34,6 +34,8 @@ fn arb_tx() -> impl Strategy<Value = TxEvent> {
                 saddr,
                 daddr,
                 comm,
+                end_seq: 0,
+                tx_flags: 0,
             },
         )
 }

@@ -8,6 +8,9 @@ pub enum MatchError {
     /// A read failed.
     #[error("read error")]
     Io(#[from] std::io::Error),
+    /// Writing the pairs file (`--pairs`) failed.
+    #[error("cannot write the pairs file")]
+    WritePairs(#[source] std::io::Error),
     /// An input file could not be opened.
     #[error("cannot open {}", path.display())]
     Open {

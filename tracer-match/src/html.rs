@@ -394,12 +394,12 @@ pub fn render(r: &Report, charts: &Charts) -> String {
         }
     );
 
-    s.push_str("<h2>Directions</h2><table><tr><th>sender → receiver</th><th>sender skbs</th><th>matched</th><th>no RX</th><th>sampled out</th><th>outside window</th><th>lost events</th><th>one-way p50</th><th>p99</th><th>max</th><th>violations</th></tr>");
+    s.push_str("<h2>Directions</h2><table><tr><th>sender → receiver</th><th>sender skbs</th><th>matched</th><th>no RX</th><th>sampled out</th><th>outside window</th><th>lost events</th><th>ambiguous</th><th>one-way p50</th><th>p99</th><th>max</th><th>violations</th></tr>");
     for d in &r.directions {
         let ow = d.one_way.as_ref();
         let _ = write!(
             s,
-            "<tr>{}{}{}{}{}{}{}{}{}{}<td{}>{}</td></tr>",
+            "<tr>{}{}{}{}{}{}{}{}{}{}{}<td{}>{}</td></tr>",
             td(format!(
                 "{} → {}",
                 d.sender,
@@ -411,6 +411,7 @@ pub fn render(r: &Report, charts: &Charts) -> String {
             td(d.unmatched.sampled_out),
             td(d.unmatched.outside_window),
             td(d.unmatched.lost_events),
+            td(d.ambiguous.total()),
             td(ow.map_or("-".into(), |o| dur(o.p50_ns))),
             td(ow.map_or("-".into(), |o| dur(o.p99_ns))),
             td(ow.map_or("-".into(), |o| dur(o.max_ns))),

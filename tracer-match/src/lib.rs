@@ -20,6 +20,7 @@ pub mod input;
 pub mod lifetime;
 pub mod loss;
 pub mod matcher;
+pub mod pairs;
 pub mod receiver;
 pub mod report;
 pub mod stats;
@@ -39,12 +40,31 @@ pub fn run(
     merge: MergeConfig,
     cfg: MatchConfig,
 ) -> Result<(Report, Charts), MatchError> {
+    run_with_pairs(files, merge, cfg, None)
+}
+
+/// [`run`], also writing every matched pair to `pairs` as JSON lines
+/// ([`pairs::PairWriter`]).
+pub fn run_with_pairs(
+    files: &[PathBuf],
+    merge: MergeConfig,
+    cfg: MatchConfig,
+    pairs: Option<&mut dyn std::io::Write>,
+) -> Result<(Report, Charts), MatchError> {
     let mut input = input::merge::Merge::open(files, merge)?;
     let mut m = Matcher::new(cfg);
+    if pairs.is_some() {
+        m.write_pairs(pairs::PairWriter::new());
+    }
     while let Some(ev) = input.next_event()? {
         m.push(&ev);
     }
     m.finish_input();
+    if let (Some(out), Some(w)) = (pairs, m.pairs.take()) {
+        let hosts = input.hosts();
+        w.write_to(out, |h| hosts.name(h).to_owned())
+            .map_err(MatchError::WritePairs)?;
+    }
     Ok(report::build(
         m,
         input.hosts(),

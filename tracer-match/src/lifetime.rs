@@ -114,6 +114,9 @@ pub struct Life {
     pub rx_hw_ns: u64,
     /// The RX skb's sequence range (GRO-merged skbs cover several TX skbs).
     pub rx_range: (u32, u32),
+    /// The bytes the TX skb held at the send, when recorded (version-2
+    /// TX events).
+    pub tx_range: Option<(u32, u32)>,
     /// Both hosts' clocks were locked (LOCKED or LOCKED_STABLE) at the
     /// send and at the arrival.
     pub clocks_locked: bool,

@@ -77,6 +77,13 @@ struct Cli {
     /// Packets shown in the report's lifetime timeline (the slowest).
     #[arg(long, value_name = "N", default_value_t = 20)]
     slowest: usize,
+
+    /// Write every matched pair to FILE, one JSON object per line (hosts,
+    /// flow, the TX skb's range at the send, the RX skb's range, each
+    /// stage's global time, one-way latency), to check or plot pairs one
+    /// by one. Kept in memory until the end: for traces, not for streams.
+    #[arg(long, value_name = "FILE")]
+    pairs: Option<PathBuf>,
 }
 
 /// A duration: a number with a unit (ns, us, µs, ms, s); a bare number is
@@ -139,8 +146,20 @@ fn run(cli: Cli) -> Result<()> {
         sample_every: cli.sample_every.max(1),
         slowest: cli.slowest,
     };
-    let (report, charts) =
-        tracer_match::run(&files, merge, cfg).context("cannot read the traces")?;
+    let mut pairs_file = match &cli.pairs {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create the pairs file {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let (report, charts) = tracer_match::run_with_pairs(
+        &files,
+        merge,
+        cfg,
+        pairs_file.as_mut().map(|f| f as &mut dyn std::io::Write),
+    )
+    .context("cannot read the traces")?;
     if let Some(path) = &cli.html {
         std::fs::write(path, tracer_match::html::render(&report, &charts))
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;

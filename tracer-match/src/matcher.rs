@@ -5,19 +5,25 @@
 //! window.
 //!
 //! How a transmission is matched (docs/matching.md has the long form):
+//! pairs are made by bytes, not by tags.
 //! - A transmission is one SND_SW event (or an SND_HW without SND_SW) of
-//!   a TX skb, named on its host by (socket cookie, `tskey`); the SENDMSG
-//!   and SCHED of that skb before it belong to it. A later SND_SW of the
-//!   same skb, or one of bytes already sent, is a retransmission: a
-//!   separate transmission, matched on its own.
-//! - The receiver's RX skb is the one holding byte `tskey` (the byte the
-//!   sender's stamps describe) on the same flow (same 4-tuple: both ends
-//!   write it in the data's direction), arrived within ±window of the
-//!   send. A GRO skb holds many TX skbs' bytes and matches each of them.
-//! - When the byte was sent more than once, each RX skb goes to the
-//!   transmission whose one-way delay is closest to the pair's usual one
-//!   (the median of recent unambiguous matches): this stays right when
-//!   the clocks disagree, where "the first RX after the send" would not.
+//!   a tagged TX skb, with the byte range the skb really held at that
+//!   moment (version-2 TX events; a version-1 event stands for its
+//!   `tskey` byte alone). It follows its last byte `b`. The SENDMSG and
+//!   SCHED of that skb before it belong to it.
+//! - Its reception is an RX skb holding `b` on the same flow (same
+//!   4-tuple: both ends write it in the data's direction), that reached
+//!   the receiver's stack within ±window of the send. A GRO skb holds many
+//!   TX skbs' bytes and matches each of them.
+//! - Each byte may travel several times (retransmissions, bytes TCP moved
+//!   into an earlier skb, a tag on an skb already sent). The recorded
+//!   transmissions holding `b` and the receptions holding `b` within the
+//!   window are paired in order, first with first, when there are as many
+//!   of each: a path does not reorder copies of one byte. When their
+//!   numbers differ, a transmission whose copy never reached the stack, or
+//!   one nobody stamped, hides which is which: the transmission is counted
+//!   as ambiguous, by reason, never guessed. This needs no clock: it holds
+//!   however far apart the two clocks are.
 //! - A transmission is decided `window` after it was sent (on the global
 //!   axis): by then every RX skb within ±window has been read.
 
@@ -29,8 +35,9 @@ use crate::fasthash::FastMap;
 use crate::flow::{FlowKey, SeqUnwrap};
 use crate::input::{Ev, HostId, Input};
 use crate::lifetime::{Life, Stage, STAGES};
-use crate::receiver::{Hit, RxFlow, RxSkb};
-use crate::stats::{Direction, HostStats, Reason, TopN};
+use crate::pairs::PairWriter;
+use crate::receiver::{Hit, RxFlow, RxSkb, MAX_SKB_SPAN};
+use crate::stats::{Ambiguity, Direction, HostStats, Reason, TopN};
 use tracer_codec::sample;
 
 /// How matching is done.
@@ -66,15 +73,27 @@ type TxKey = (HostId, u64, u32);
 struct TxSkb {
     /// SENDMSG time and first byte.
     sendmsg: Option<(u64, u32)>,
+    /// SENDMSG tagged an skb already sent: no first transmission of it
+    /// was stamped.
+    tagged_sent: bool,
     /// A SCHED waiting for its SND_SW.
     sched: u64,
     /// Transmissions so far.
     sent: u32,
     /// Ids of its transmissions.
     ids: Vec<u64>,
-    /// RX skbs its transmissions were matched to.
-    claimed: Vec<u64>,
     last_ns: u64,
+}
+
+/// A recorded transmission in its flow's byte index.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    /// First byte (unwrapped).
+    start: i64,
+    /// Send time (global).
+    t: u64,
+    /// Sending host.
+    host: HostId,
 }
 
 /// One transmission waiting for its decision.
@@ -92,8 +111,11 @@ struct Attempt {
     tx_hw_ns: u64,
     index: u32,
     retransmit: bool,
-    /// `tskey` unwrapped.
+    /// The byte followed: the last one the skb held at the send
+    /// (unwrapped); `tskey` for a version-1 event.
     b: i64,
+    /// The bytes the skb held at the send, when recorded.
+    range: Option<(u32, u32)>,
     /// The sender's clock was locked at the send.
     locked: bool,
 }
@@ -106,7 +128,9 @@ struct FlowState {
     rx: Vec<RxFlow>,
     /// TCP RETRANSMIT ranges: (time, sender host, start, end).
     retx: VecDeque<(u64, HostId, i64, i64)>,
-    /// Highest byte transmitted so far.
+    /// Recorded transmissions by (end, id): which ones held a byte.
+    sends: std::collections::BTreeMap<(i64, u64), Sent>,
+    /// End of the highest byte transmitted so far (exclusive).
     tx_high: Option<i64>,
     last_ns: u64,
 }
@@ -118,6 +142,7 @@ impl FlowState {
             hash: sample::flow_hash(&f.src, &f.dst, f.sport, f.dport),
             rx: Vec::new(),
             retx: VecDeque::new(),
+            sends: std::collections::BTreeMap::new(),
             tx_high: None,
             last_ns: 0,
         }
@@ -135,37 +160,6 @@ impl FlowState {
     }
 }
 
-/// Recent unambiguous one-way delays of a host pair: the yardstick for
-/// retransmitted bytes. Its median includes the clock offset, which is
-/// the point: a retransmission's RX skb is expected at the same offset.
-#[derive(Debug, Clone, Default)]
-struct Baseline {
-    ring: Vec<i64>,
-    next: usize,
-}
-
-const BASELINE_LEN: usize = 64;
-
-impl Baseline {
-    fn push(&mut self, v: i64) {
-        if self.ring.len() < BASELINE_LEN {
-            self.ring.push(v);
-        } else {
-            self.ring[self.next] = v;
-        }
-        self.next = (self.next + 1) % BASELINE_LEN;
-    }
-
-    fn median(&self) -> i64 {
-        if self.ring.is_empty() {
-            return 0;
-        }
-        let mut v = self.ring.clone();
-        let mid = v.len() / 2;
-        *v.select_nth_unstable(mid).1
-    }
-}
-
 /// The engine. Feed it with [`Matcher::push`], then [`Matcher::finish`].
 pub struct Matcher {
     cfg: MatchConfig,
@@ -180,7 +174,6 @@ pub struct Matcher {
     next_rx_id: u64,
     /// Address -> the host receiving on it (seen as an RX destination).
     owners: FastMap<([u8; 16], bool), HostId>,
-    baselines: FastMap<(HostId, HostId), Baseline>,
     last_sweep: u64,
     /// Per host.
     pub(crate) hosts: Vec<HostStats>,
@@ -190,6 +183,8 @@ pub struct Matcher {
     pub(crate) slowest: TopN,
     /// Most transmissions and RX skbs held at once (memory witness).
     pub(crate) peak_held: usize,
+    /// Where each matched pair is written, if asked (`--pairs`).
+    pub(crate) pairs: Option<PairWriter>,
 }
 
 impl Matcher {
@@ -207,12 +202,17 @@ impl Matcher {
             front_id: 0,
             next_rx_id: 0,
             owners: FastMap::default(),
-            baselines: FastMap::default(),
             last_sweep: 0,
             hosts: Vec::new(),
             dirs: FastMap::default(),
             peak_held: 0,
+            pairs: None,
         }
+    }
+
+    /// Write every matched pair to `out` as it is decided.
+    pub fn write_pairs(&mut self, out: PairWriter) {
+        self.pairs = Some(out);
     }
 
     /// The configuration.
@@ -279,7 +279,14 @@ impl Matcher {
     fn on_tx(&mut self, host: HostId, ts: u64, e: &TxEvent, locked: bool) {
         let key = (host, e.cookie, e.tskey);
         match e.stage() {
-            Some(TxStage::Sendmsg) => self.tx_entry(key, ts).sendmsg = Some((ts, e.seq)),
+            Some(TxStage::Sendmsg) => {
+                let skb = self.tx_entry(key, ts);
+                skb.sendmsg = Some((ts, e.seq));
+                skb.tagged_sent = e.tagged_sent();
+                if e.tagged_sent() {
+                    self.host(host).sendmsg_already_sent += 1;
+                }
+            }
             Some(TxStage::Sched) => self.tx_entry(key, ts).sched = ts,
             Some(TxStage::SndSw) => self.transmit(key, ts, e, true, locked),
             Some(TxStage::SndHw) => {
@@ -309,27 +316,53 @@ impl Matcher {
             .entry(flow)
             .or_insert_with(|| FlowState::new(&flow));
         fs.last_ns = fs.last_ns.max(ts);
-        let b = fs.unwrap.ext(e.tskey);
-        let resent = fs.tx_high.is_some_and(|h| b <= h)
+        // The bytes this transmission carried: the range read from the
+        // skb at the send (version 2), else the tagged byte alone.
+        let range = e.range().filter(|&(s, end)| s != end);
+        let (start, end) = match range {
+            Some((s, end)) => {
+                let s_ = fs.unwrap.ext(s);
+                (s_, s_ + i64::from(end.wrapping_sub(s)))
+            }
+            None => {
+                let b = fs.unwrap.ext(e.tskey);
+                (b, b + 1)
+            }
+        };
+        let b = end - 1;
+        let resent = fs.tx_high.is_some_and(|h| b < h)
             || fs.retx.iter().any(|&(t, h, s, end)| {
                 h == key.0 && s <= b && b < end && t <= ts && ts - t <= window
             });
-        fs.tx_high = Some(fs.tx_high.map_or(b, |h| h.max(b)));
+        fs.tx_high = Some(fs.tx_high.map_or(end, |h| h.max(end)));
         let id = self.front_id + self.pending.len() as u64;
+        fs.sends.insert(
+            (end, id),
+            Sent {
+                start,
+                t: ts,
+                host: key.0,
+            },
+        );
         let skb = self.tx_entry(key, ts);
         let index = skb.sent;
+        // A first transmission that nobody stamped is never shown as one:
+        // the SENDMSG of a tag on an skb already sent, or of bytes an
+        // earlier transmission carried, does not start this one's life.
+        let retransmit = index > 0 || resent || skb.tagged_sent;
         let a = Attempt {
             id,
             key,
             flow,
             t: ts,
             sw,
-            sendmsg: if index == 0 { skb.sendmsg } else { None },
+            sendmsg: if retransmit { None } else { skb.sendmsg },
             sched: std::mem::take(&mut skb.sched),
             tx_hw_ns: if sw { 0 } else { e.hw_ns },
             index,
-            retransmit: index > 0 || resent,
+            retransmit,
             b,
+            range,
             locked,
         };
         skb.sent += 1;
@@ -451,47 +484,42 @@ impl Matcher {
             dir.unmatched.add(Reason::PeerNotTraced);
             return;
         };
-        let skb = self.tx.get(&a.key);
-        let claimed: &[u64] = skb.map_or(&[], |s| &s.claimed);
-        let later: Vec<u64> = skb
-            .map(|s| {
-                s.ids
-                    .iter()
-                    .filter(|&&id| id > a.id)
-                    .filter_map(|id| self.pending.get((id - self.front_id) as usize))
-                    .map(|p| p.t)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut best: Option<(u64, RxSkb)> = None;
-        let mut candidates = 0;
+        // Every recorded transmission and every reception of byte `b`
+        // within the window, each in its own host's time order.
+        let mut sends: Vec<(u64, u64)> = Vec::new();
+        let mut rxs: Vec<RxSkb> = Vec::new();
         if let (Some(fs), Some(i)) = (fs, rx_i) {
-            let free = |s: &&RxSkb| !claimed.contains(&s.id);
-            candidates = fs.rx[i].holding(a.b, lo, hi).filter(free).count();
-            if candidates == 1 && later.is_empty() {
-                // The usual case: one RX skb, one transmission.
-                best = fs.rx[i].holding(a.b, lo, hi).find(free).map(|s| (0, *s));
-            } else if candidates > 0 {
-                let base = self
-                    .baselines
-                    .get(&(sender, receiver))
-                    .map_or(0, Baseline::median);
-                let cost = |arrival: u64, t: u64| (arrival as i64 - t as i64 - base).unsigned_abs();
-                for s in fs.rx[i].holding(a.b, lo, hi).filter(free) {
-                    let c = cost(s.arrival(), a.t);
-                    // Closer to a later transmission of the same bytes: theirs.
-                    if later.iter().any(|&t| cost(s.arrival(), t) < c) {
-                        continue;
-                    }
-                    if best.is_none_or(|(bc, _)| c < bc) {
-                        best = Some((c, *s));
-                    }
-                }
-            }
+            sends = fs
+                .sends
+                .range((a.b + 1, 0)..(a.b + 1 + MAX_SKB_SPAN, 0))
+                .filter(|(_, s)| s.host == sender && s.start <= a.b && (lo..=hi).contains(&s.t))
+                .map(|(&(_, id), s)| (s.t, id))
+                .collect();
+            sends.sort_unstable();
+            rxs = fs.rx[i].holding(a.b, lo, hi).copied().collect();
+            rxs.sort_unstable_by_key(|s| (s.arrival(), s.id));
         }
-        let Some((_, s)) = best else {
+        let rank = sends.iter().position(|&(_, id)| id == a.id);
+        let best = match rank {
+            Some(k) if !rxs.is_empty() && rxs.len() == sends.len() => Some(rxs[k]),
+            _ => None,
+        };
+        if best.is_none() && !rxs.is_empty() {
+            // Copies of the byte reached the stack, but not one per
+            // recorded transmission: which is whose cannot be told.
+            let why = if rxs.len() > sends.len() {
+                Ambiguity::UnrecordedSend
+            } else {
+                Ambiguity::LostCopy
+            };
+            if let Some(dir) = self.dirs.get_mut(&(sender, Some(receiver))) {
+                dir.ambiguous.add(why);
+            }
+            return;
+        }
+        let Some(s) = best else {
             let reason = self.unmatched_reason(&a, receiver);
-            let retransmitted = !later.is_empty()
+            let retransmitted = sends.iter().any(|&(t, _)| t > a.t)
                 || fs.is_some_and(|fs| {
                     fs.retx
                         .iter()
@@ -509,12 +537,6 @@ impl Matcher {
         let (Some(fs), Some(i)) = (fs, rx_i) else {
             return;
         };
-        if candidates == 1 && later.is_empty() && a.index == 0 && s.stack_ns != 0 {
-            self.baselines
-                .entry((sender, receiver))
-                .or_default()
-                .push(s.stack_ns as i64 - a.t as i64);
-        }
         let threshold = self.threshold;
         let (hash, tskey) = (fs.hash, a.key.2);
         // Under sampling, a socket-level event is the first to pass the
@@ -544,10 +566,11 @@ impl Matcher {
             tx_hw_ns: a.tx_hw_ns,
             rx_hw_ns: s.hw_ns,
             rx_range: s.range,
+            tx_range: a.range,
             clocks_locked: a.locked && s.locked,
         };
-        if let Some(skb) = self.tx.get_mut(&a.key) {
-            skb.claimed.push(s.id);
+        if let Some(out) = self.pairs.as_mut() {
+            out.push(&life);
         }
         if let Some(dir) = self.dirs.get_mut(&(sender, Some(receiver))) {
             dir.add_matched(&life);
@@ -615,8 +638,13 @@ impl Matcher {
             while fs.retx.front().is_some_and(|r| r.0 < before) {
                 fs.retx.pop_front();
             }
+            fs.sends.retain(|_, s| s.t >= before);
+            held += fs.sends.len();
             fs.rx.retain(|r| !r.is_empty());
-            !(fs.rx.is_empty() && fs.retx.is_empty() && fs.last_ns.saturating_add(4 * w) < before)
+            !(fs.rx.is_empty()
+                && fs.retx.is_empty()
+                && fs.sends.is_empty()
+                && fs.last_ns.saturating_add(4 * w) < before)
         });
         self.peak_held = self.peak_held.max(held);
         let now = self.now;

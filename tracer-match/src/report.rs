@@ -12,7 +12,7 @@ use crate::input::merge::{AgentTotals, InputStats};
 use crate::input::{HostId, HostTable};
 use crate::lifetime::{gap_meaning, gap_name, LifeReport, GAPS};
 use crate::matcher::Matcher;
-use crate::stats::{Direction, Unmatched};
+use crate::stats::{Ambiguous, Direction, Unmatched};
 
 /// How the run was configured.
 #[derive(Debug, Clone, Serialize)]
@@ -74,6 +74,9 @@ pub struct HostReport {
     pub retransmit_events: u64,
     /// TX tags that never reached the wire under their tag.
     pub sendmsg_never_sent: u64,
+    /// TX tags the kernel put on an skb already sent (its first
+    /// transmission was not stamped).
+    pub sendmsg_already_sent: u64,
     /// Clock claims.
     pub clock: ClockReport,
 }
@@ -126,6 +129,10 @@ pub struct DirectionReport {
     pub matched_without_stack_entry: u64,
     /// Unmatched by reason.
     pub unmatched: Unmatched,
+    /// Neither matched nor unmatched: copies of the byte reached the
+    /// receiver, but not one per recorded transmission, so which is whose
+    /// is not known (docs/matching.md).
+    pub ambiguous: Ambiguous,
     /// One-way latency SND_SW -> STACK_ENTRY, ns.
     pub one_way: Option<Dist>,
     /// One-way latency between hardware stamps, ns.
@@ -226,6 +233,7 @@ fn direction_report(d: &Direction, name: &dyn Fn(HostId) -> String) -> Direction
         matched_retransmits: d.matched_retransmits,
         matched_without_stack_entry: d.matched_without_stack_entry,
         unmatched: d.unmatched,
+        ambiguous: d.ambiguous,
         one_way: d.one_way.dist(),
         one_way_hw: d.one_way_hw.dist(),
         stages: (0..GAPS)
@@ -293,6 +301,7 @@ pub fn build(
                 lost_events: host_loss[h],
                 retransmit_events: s.retransmit_events,
                 sendmsg_never_sent: s.sendmsg_never_sent,
+                sendmsg_already_sent: s.sendmsg_already_sent,
                 clock: ClockReport {
                     source: c.source.map(clock_source_name),
                     state: c.state.map(clock_state_name),

@@ -30,6 +30,44 @@ pub enum Reason {
     PeerNotTraced,
 }
 
+/// Why a transmission whose byte did reach the receiver's stack was not
+/// paired: the copies of that byte cannot be told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ambiguity {
+    /// More copies of the byte reached the stack than transmissions of it
+    /// were recorded: one went out untagged (bytes TCP moved out of the
+    /// tagged skb, a tag on an skb already sent, a lost TX event), so the
+    /// first recorded send may not be the first copy received.
+    UnrecordedSend,
+    /// Fewer copies reached the stack than were recorded sent: one was
+    /// lost before the receiver's stack, and which one is not known.
+    LostCopy,
+}
+
+/// Transmissions counted as ambiguous, by reason.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Ambiguous {
+    /// See [`Ambiguity::UnrecordedSend`].
+    pub unrecorded_send: u64,
+    /// See [`Ambiguity::LostCopy`].
+    pub lost_copy: u64,
+}
+
+impl Ambiguous {
+    /// Count one.
+    pub fn add(&mut self, why: Ambiguity) {
+        match why {
+            Ambiguity::UnrecordedSend => self.unrecorded_send += 1,
+            Ambiguity::LostCopy => self.lost_copy += 1,
+        }
+    }
+
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.unrecorded_send + self.lost_copy
+    }
+}
+
 /// Unmatched sender skbs by reason.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct Unmatched {
@@ -163,6 +201,9 @@ pub struct Direction {
     pub matched_without_stack_entry: u64,
     /// Unmatched, by reason.
     pub unmatched: Unmatched,
+    /// Neither matched nor unmatched: copies of the byte reached the
+    /// receiver, but not one per recorded transmission.
+    pub ambiguous: Ambiguous,
     /// One-way latency (SND_SW -> STACK_ENTRY), ns.
     pub one_way: Hist,
     /// Hardware one-way latency, ns.
@@ -197,6 +238,7 @@ impl Direction {
             matched_retransmits: 0,
             matched_without_stack_entry: 0,
             unmatched: Unmatched::default(),
+            ambiguous: Ambiguous::default(),
             one_way: Hist::new(),
             one_way_hw: Hist::new(),
             gaps: vec![Hist::new(); GAPS],
@@ -294,6 +336,9 @@ pub struct HostStats {
     /// TX skbs tagged at SENDMSG that were never sent under that tag
     /// (a later sendmsg appended to the skb and took the tag over).
     pub sendmsg_never_sent: u64,
+    /// SENDMSG tags the kernel put on an skb already sent (the whole write
+    /// went out inside the call): their first transmission is unstamped.
+    pub sendmsg_already_sent: u64,
     /// TCP RETRANSMIT events it recorded.
     pub retransmit_events: u64,
 }

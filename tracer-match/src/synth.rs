@@ -309,10 +309,13 @@ impl Synth {
 
     fn tx(&self, d: usize, stage: TxStage, seq: u32, tskey: u32) -> Ev {
         let (s, _, sa, da, sp, dp) = self.ends(d);
+        // Version-2 events: every stage carries the skb's range.
         Ev::Tx(TxEvent {
             cookie: 0x1000 + s as u64,
             tskey,
             seq,
+            end_seq: tskey.wrapping_add(1),
+            tx_flags: tracer_codec::TX_FLAG_RANGE,
             stage: stage as u8,
             family: 4,
             sport: sp,
@@ -399,8 +402,8 @@ impl Synth {
                         (e.saddr, e.daddr, e.sport, e.dport) = (sa, da, sp, dp);
                         self.emit(s, t - 2_000, Ev::Tcp(e));
                     }
-                    self.emit(s, t - 1_000, self.tx(d, TxStage::Sched, 0, tskey));
-                    self.emit(s, t, self.tx(d, TxStage::SndSw, 0, tskey));
+                    self.emit(s, t - 1_000, self.tx(d, TxStage::Sched, seq, tskey));
+                    self.emit(s, t, self.tx(d, TxStage::SndSw, seq, tskey));
                 }
                 let arrive = t + cfg.one_way_ns + mixu(i ^ (d as u64) << 40) % cfg.jitter_ns.max(1);
                 if attempt > 0 {

@@ -89,6 +89,17 @@ fn direction(out: &mut String, d: &DirectionReport) {
         u.lost_events,
         u.peer_not_traced
     );
+    let a = &d.ambiguous;
+    if a.total() > 0 {
+        let _ = writeln!(
+            out,
+            "  ambiguous       {:>9}   {}   (copies received ≠ sends recorded: unstamped send {} · copy lost {})",
+            a.total(),
+            pct(a.total(), d.sent),
+            a.unrecorded_send,
+            a.lost_copy
+        );
+    }
     if let Some(o) = &d.one_way {
         let _ = writeln!(
             out,

@@ -42,7 +42,7 @@ struct tx_record {
 	__u64 hw_ns;		/* NIC stamp at SND_HW, else 0 */
 	__u64 cookie;		/* socket cookie */
 	__u32 tskey;		/* skb_shinfo(skb)->tskey */
-	__u32 seq;		/* TCP_SKB_CB(skb)->seq at SENDMSG and ACK, else 0 */
+	__u32 seq;		/* first byte the skb holds now (TX_F_RANGE) */
 	__u32 netns;		/* netns inode */
 	__u32 cpu;
 	__u32 pid;		/* tgid, SENDMSG only */
@@ -51,10 +51,19 @@ struct tx_record {
 	__u8 family;		/* 4 or 6 */
 	__u16 sport;		/* host order */
 	__u16 dport;		/* host order */
-	__u16 _pad;
+	__u8 flags;		/* TX_F_* */
+	__u8 _pad;
 	__u8 saddr[16];
 	__u8 daddr[16];
 	char comm[16];
+	__u32 end_seq;		/* after the last byte it holds now (TX_F_RANGE) */
+	__u32 _pad2;
+};
+
+/* Bits of tx_record.flags; the same values as the wire's tx_flags. */
+enum tx_flag {
+	TX_F_RANGE = 1,	/* seq..end_seq read from the skb at this callback */
+	TX_F_SENT = 2,	/* SENDMSG: the tagged skb was already transmitted */
 };
 
 /* Indexes of the per-CPU counter array `counters`. */

@@ -35,7 +35,7 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/tx.skel.rs"));
 }
 
-use skel::types::{counter, record_hdr, record_kind, tx_record, tx_stage};
+use skel::types::{counter, record_hdr, record_kind, tx_flag, tx_record, tx_stage};
 
 // SAFETY: tx_record is a skeleton copy of a C struct of integers and arrays
 // of integers: every bit pattern is a valid value.
@@ -73,13 +73,20 @@ const _: () = {
     assert!(tx_stage::TX_ACK.0 == TxStage::Ack as u32);
 };
 
+// tx_record.flags is the wire's tx_flags, bit for bit.
+const _: () = {
+    assert!(tx_flag::TX_F_RANGE.0 == tracer_codec::TX_FLAG_RANGE as u32);
+    assert!(tx_flag::TX_F_SENT.0 == tracer_codec::TX_FLAG_SENT as u32);
+};
+
 // The wire body is the BPF record without its ring header and padding,
 // plus the global stamp the agent adds: a field added to tx_record without
 // its place in the codec's TxEvent (or the reverse) stops the build.
 const _: () = assert!(
     TxEvent::BODY_LEN
         == std::mem::size_of::<tx_record>() - std::mem::size_of::<record_hdr>()
-            - std::mem::size_of::<u16>() // _pad
+            - std::mem::size_of::<u8>() // _pad
+            - std::mem::size_of::<u32>() // _pad2
             + std::mem::size_of::<u64>() // global_ns
 );
 // Every counter read below lies inside the counter array.
@@ -98,7 +105,7 @@ const _: () = {
     }
 };
 // `--ring-slots`'s help quotes the slot size.
-const _: () = assert!(std::mem::size_of::<tx_record>() == 112);
+const _: () = assert!(std::mem::size_of::<tx_record>() == 120);
 
 /// Preflight: the kernel must have BPF TX timestamping.
 fn check(cfg: &ProbeConfig) -> Result<(), PreflightError> {
@@ -303,6 +310,8 @@ impl TxRecord {
             saddr: r.saddr,
             daddr: r.daddr,
             comm,
+            end_seq: r.end_seq,
+            tx_flags: r.flags,
         }
     }
 }

@@ -19,6 +19,7 @@
 #include "tracer.h"
 #include "filter.h"
 #include "sample.h"
+#include "skb_flow.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -117,6 +118,34 @@ static __always_inline bool tx_sampled_out(struct bpf_sock_ops *skops,
 			       len ? seq + len - 1 : seq, sample_threshold);
 }
 
+/* The bytes the skb holds at this callback, so that a reader pairs each
+ * transmission with its reception by bytes rather than by the tag: TCP
+ * moves bytes between skbs after sendmsg tagged one (growing an unsent skb
+ * from the next, splitting for cwnd, MSS or TSO, collapsing during
+ * recovery), so tskey alone does not say what went out. While TCP owns
+ * the skb (SENDMSG, ACK) its control block has the range; once
+ * tcp_transmit_skb handed a clone to IP (SCHED, SND_SW, SND_HW) the
+ * control block is IP's, and the range comes from the TCP header, sized by
+ * the IP length exactly as the receiver's rx probe sizes it (skb_flow.h):
+ * both ends count the same bytes. Returns TX_F_RANGE, or 0 when unknown. */
+static __always_inline __u8 skb_range(struct sk_buff *skb, __u8 stage,
+				      __u32 *seq, __u32 *end_seq)
+{
+	struct skb_flow f;
+
+	if (stage == TX_SENDMSG || stage == TX_ACK) {
+		*seq = ((__u32 *)skb->cb)[0];	/* TCP_SKB_CB(skb)->seq */
+		*end_seq = ((__u32 *)skb->cb)[1];	/* ->end_seq */
+		return TX_F_RANGE;
+	}
+	skb_flow_parse(skb, bpf_ntohs(skb->protocol), &f);
+	if (!f.has_seq)
+		return 0;
+	*seq = f.seq;
+	*end_seq = f.end_seq;
+	return TX_F_RANGE;
+}
+
 /* `netns` is the socket's, already read by the caller's filter. */
 static __always_inline void emit(struct bpf_sock_ops *skops,
 				 struct bpf_sock_ops_kern *k, __u32 netns,
@@ -138,14 +167,22 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 	r->cookie = bpf_get_socket_cookie(skops);
 	r->tskey = 0;
 	r->seq = 0;
+	r->end_seq = 0;
+	r->flags = 0;
 	if (skb) {
 		/* Direct loads through BTF pointers (rdonly_cast) instead of
 		 * bpf_probe_read_kernel calls: same fault safety, no helper call. */
 		shinfo = bpf_core_cast(skb->head + skb->end, struct skb_shared_info);
 		r->tskey = shinfo->tskey;
-		/* The control block holds tcp_skb_cb only while TCP owns the skb. */
-		if (stage == TX_SENDMSG || stage == TX_ACK)
-			r->seq = *(__u32 *)skb->cb;
+		r->flags = skb_range(skb, stage, &r->seq, &r->end_seq);
+		/* tcp_tx_timestamp() tags the write queue's tail, or, when this
+		 * sendmsg pushed everything out already, the retransmit queue's
+		 * tail: an skb whose first transmission nobody stamped. An skb
+		 * starting before snd_nxt has been sent (write queue skbs start
+		 * at or after it). */
+		if (stage == TX_SENDMSG && r->flags &&
+		    (__s32)(r->seq - skops->snd_nxt) < 0)
+			r->flags |= TX_F_SENT;
 	}
 	r->netns = netns;
 	r->cpu = cpu;
@@ -153,6 +190,7 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 	r->sport = skops->local_port;
 	r->dport = bpf_ntohl(skops->remote_port);
 	r->_pad = 0;
+	r->_pad2 = 0;
 	if (skops->family == AF_INET6) {
 		r->family = 6;
 		((__u32 *)r->saddr)[0] = skops->local_ip6[0];
@@ -240,4 +278,5 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 struct tx_record tx_record_layout SEC(".bss") __attribute__((used));
 enum record_kind record_kind_values SEC(".bss") __attribute__((used));
 enum tx_stage tx_stage_values SEC(".bss") __attribute__((used));
+enum tx_flag tx_flag_values SEC(".bss") __attribute__((used));
 enum counter counter_values SEC(".bss") __attribute__((used));
