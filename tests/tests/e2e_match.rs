@@ -81,7 +81,7 @@ fn spawn_sink_a(pair: &NetnsPair, out: &Path, args: &[&str]) -> Proc {
 /// A client in a writes `writes` chunks to a server in b on `port`, which
 /// echoes each byte back; the client reads the echo. Returns the client's
 /// address.
-fn echo_flow(pair: &NetnsPair, port: u16, writes: usize) -> SocketAddr {
+fn echo_flow(pair: &NetnsPair, port: u16, writes: usize, pause: Duration) -> SocketAddr {
     let addr = SocketAddr::from((pair.addr_b, port));
     let listener = in_netns(NetnsPair::path(&pair.b), "match-server", move || {
         TcpListener::bind(addr).unwrap()
@@ -123,7 +123,7 @@ fn echo_flow(pair: &NetnsPair, port: u16, writes: usize) -> SocketAddr {
         let data = vec![0x6du8; SIZE];
         for _ in 0..writes {
             c.write_all(&data).unwrap();
-            std::thread::sleep(Duration::from_micros(700));
+            std::thread::sleep(pause);
         }
         assert_eq!(reader.join().unwrap(), writes * SIZE);
         let local = c.local_addr().unwrap();
@@ -148,6 +148,8 @@ struct Setup<'a> {
     port: u16,
     /// Chunks of SIZE bytes the client writes (and the server echoes).
     writes: usize,
+    /// Pause after each write (0: as fast as TCP takes them).
+    pause: Duration,
     /// The server's agent sends to a second sink (with the same flags),
     /// in the client's namespace, writing its own directory: each host's
     /// events end up in the other host's sink.
@@ -165,6 +167,7 @@ impl Default for Setup<'_> {
             sink_args: &[],
             port: PORT,
             writes: WRITES,
+            pause: Duration::from_micros(700),
             two_sinks: false,
             warm_up: None,
         }
@@ -219,7 +222,7 @@ fn traced_pair(pair: &NetnsPair, out: &Path, s: &Setup) -> Traced {
         }
     }
     let flow_start = Instant::now();
-    echo_flow(pair, s.port, s.writes);
+    echo_flow(pair, s.port, s.writes, s.pause);
     let flow_end = Instant::now();
     std::thread::sleep(Duration::from_millis(300));
     for (who, a) in [("client", &mut client), ("server", &mut server)] {
@@ -583,99 +586,144 @@ fn nft(ns: &str, rule: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// 5 % random loss: one client → server packet in 20 (data and the
-/// client's ACKs of the echo, not SYN/FIN/RST) dropped by nftables on the
-/// server's input hook, which comes after the stack entry: each dropped
-/// skb reaches STACK_ENTRY (so it is matched, its life ends there) and
-/// its bytes are sent again; the lost ACKs make the server send some of
-/// the echo again too. Each transmission must be paired with its own
-/// reception: a retransmission paired with the original's send (or the
-/// other way round) would show a one-way latency of a retransmission
-/// timeout, or a negative one.
+/// 5 % random loss both ways for the whole run: one data or ACK packet in
+/// 20 of the echo connection (not SYN/FIN/RST) dropped by nftables on each
+/// host's input hook, which comes after the stack entry: each dropped skb
+/// reaches STACK_ENTRY, and its bytes are sent again. On the kernel's one
+/// clock the true offset is 0, so a causality violation can only be a
+/// pairing defect: every run must have none, and nearly every sender skb
+/// is matched or counted as ambiguous (copies of its bytes that cannot be
+/// told apart, docs/matching.md). `runs` runs in a row on one pair of
+/// namespaces; the first violation fails the test with its packet.
+fn lossy_runs(
+    pair: &NetnsPair,
+    runs: usize,
+    agent_args: [&[&str]; 2],
+    sink_args: &[&str],
+    warm_up: Option<&str>,
+) {
+    let rules = [
+        (&pair.b, format!("add rule inet mt input tcp dport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop")),
+        (&pair.a, format!("add rule inet mt input tcp sport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop")),
+    ];
+    for (ns, rule) in &rules {
+        // No netem in this kernel: nftables' random numbers drop 1 in 20.
+        nft(ns, "add table inet mt");
+        nft(
+            ns,
+            "add chain inet mt input { type filter hook input priority 0 ; }",
+        );
+        nft(ns, rule);
+    }
+    let mut totals = (0u64, 0u64, 0u64, 0u64);
+    for run in 0..runs {
+        let out = tempfile::tempdir().unwrap();
+        // Bulk both ways (the server echoes as fast as it reads): TSO
+        // skbs, full queues and loss recovery, where tags and bytes part.
+        let setup = Setup {
+            probes: "tx,rx,tcp",
+            port: LOSS_PORT,
+            agent_args,
+            sink_args,
+            warm_up,
+            writes: 1000,
+            pause: Duration::ZERO,
+            ..Setup::default()
+        };
+        let files = traced_pair(pair, out.path(), &setup).files;
+        if let Some(keep) = std::env::var_os("NETTRACE_KEEP_TRACES") {
+            let dir = Path::new(&keep).join(format!("run{run}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in &files {
+                std::fs::copy(f, dir.join(f.file_name().unwrap())).unwrap();
+            }
+        }
+        let report = match_json(&files, &[]);
+        for (a, b) in [("client", "server"), ("server", "client")] {
+            let d = direction(&report, a, b);
+            let n = |k: &str| d[k].as_u64().unwrap();
+            let (sent, matched) = (n("sent"), n("matched"));
+            let ambiguous = d["ambiguous"]["unrecorded_send"].as_u64().unwrap()
+                + d["ambiguous"]["lost_copy"].as_u64().unwrap();
+            eprintln!(
+                "run {run} {a} → {b}: sent {sent} matched {matched} ambiguous {} retransmits {} unmatched {}",
+                d["ambiguous"], n("retransmits"), d["unmatched"]
+            );
+            assert_eq!(
+                d["violations"]["count"], 0,
+                "run {run} {a} → {b}: a violation on one clock: {}",
+                d["violations"]
+            );
+            assert!(
+                (matched + ambiguous) * 100 >= sent * 95,
+                "run {run} {a} → {b}: {matched} matched and {ambiguous} ambiguous of {sent}: {}",
+                d["unmatched"]
+            );
+            assert!(
+                matched * 100 >= sent * 80,
+                "run {run} {a} → {b}: only {matched} of {sent} matched: {}",
+                d["ambiguous"]
+            );
+            // No transmission was paired with another one's reception.
+            let ow = &d["one_way"];
+            assert!(
+                ow["max_ns"].as_i64().unwrap() < 20_000_000,
+                "run {run} {a} → {b}: {ow}"
+            );
+            totals.0 += sent;
+            totals.1 += n("retransmits");
+            totals.2 += n("matched_retransmits");
+        }
+        totals.3 += report["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["retransmit_events"].as_u64().unwrap())
+            .sum::<u64>();
+    }
+    for (ns, _) in &rules {
+        let counters = nft(ns, "list chain inet mt input");
+        let dropped: u64 = counters
+            .split("packets ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no counter in {counters}"));
+        assert!(
+            dropped > 3 * runs as u64,
+            "nftables dropped only {dropped} packets in {ns}"
+        );
+    }
+    // Loss recovery happened, and its retransmissions were paired too.
+    let (sent, retx, matched_retx, retx_events) = totals;
+    eprintln!("{runs} runs: {sent} sends, {retx} retransmissions ({matched_retx} matched), {retx_events} RETRANSMIT events");
+    assert!(
+        retx > 0 && matched_retx > 0 && retx_events > 0,
+        "{totals:?}"
+    );
+}
+
 #[test]
-fn retransmissions_are_matched_as_separate_transmissions() {
+fn loss_both_ways_on_one_clock_makes_no_violation_in_ten_runs() {
     if !require_root() {
         return;
     }
     let pair = NetnsPair::create("ntrmu", 244).expect("creating namespaces");
-    // No netem in this kernel: nftables' random numbers drop 1 in 20.
-    nft(&pair.b, "add table inet mt");
-    nft(
-        &pair.b,
-        "add chain inet mt input { type filter hook input priority 0 ; }",
-    );
-    let rule = format!("add rule inet mt input tcp dport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop");
-    nft(&pair.b, &rule);
-    let out = tempfile::tempdir().unwrap();
-    let setup = Setup {
-        probes: "tx,rx,tcp",
-        port: LOSS_PORT,
-        ..Setup::default()
-    };
-    let files = traced_pair(&pair, out.path(), &setup).files;
-    let report = match_json(&files, &[]);
-    let counters = nft(&pair.b, "list chain inet mt input");
-    let dropped: u64 = counters
-        .split("packets ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no counter in {counters}"));
-    assert!(dropped > 3, "nftables dropped only {dropped} packets");
-    for (a, b) in [("client", "server"), ("server", "client")] {
-        let d = direction(&report, a, b);
-        eprintln!("dropped {dropped}; {a} → {b}: {d}");
-        let (sent, matched) = (d["sent"].as_u64().unwrap(), d["matched"].as_u64().unwrap());
-        assert!(
-            matched * 100 >= sent * 95,
-            "{a} → {b}: {matched} of {sent} matched: {}",
-            d["unmatched"]
-        );
-        // On one kernel clock a violation is a pairing artefact, never a
-        // clock error. Under loss recovery a few tagged skbs show their
-        // SND_SW after the STACK_ENTRY holding their tskey (docs/matching.md,
-        // Limits; seen in about 1 run in 10-15): allow at most 2 % of the
-        // matched packets, each at most 100 µs early, so a real pairing or
-        // clock fault (which shifts every packet) still fails.
-        let violations = d["violations"]["count"].as_u64().unwrap();
-        assert!(
-            violations * 50 <= matched,
-            "{a} → {b}: {violations} violations of {matched}: {}",
-            d["violations"]
-        );
-        if violations > 0 {
-            let worst = d["violations"]["worst_ns"].as_i64().unwrap_or(i64::MIN);
-            assert!(worst > -100_000, "{a} → {b}: {}", d["violations"]);
-        }
-        // No transmission was paired with another one's reception.
-        let ow = &d["one_way"];
-        assert!(
-            ow["max_ns"].as_i64().unwrap() < 20_000_000,
-            "{a} → {b}: {ow}"
-        );
+    lossy_runs(&pair, 10, [&[], &[]], &[], None);
+}
+
+#[test]
+fn loss_both_ways_on_simulated_oscillators_makes_no_violation() {
+    if !require_root() {
+        return;
     }
-    let d = direction(&report, "client", "server");
-    let retx = d["retransmits"].as_u64().unwrap();
-    assert!(
-        retx > 0 && d["matched_retransmits"].as_u64().unwrap() > 0,
-        "{d}"
-    );
-    // The dropped ones reached STACK_ENTRY but not TCP_INPUT.
-    let tcp_input = d["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["gap"] == "STACK_ENTRY→TCP_INPUT")
-        .unwrap();
-    let with_tcp = tcp_input["dist"]["count"].as_u64().unwrap();
-    assert!(
-        with_tcp < d["matched"].as_u64().unwrap(),
-        "every matched life has TCP_INPUT despite {dropped} drops"
-    );
-    assert!(
-        report["hosts"][0]["retransmit_events"].as_u64().unwrap() > 0,
-        "{}",
-        report["hosts"]
+    let pair = NetnsPair::create("ntrml", 246).expect("creating namespaces");
+    lossy_runs(
+        &pair,
+        3,
+        [&osc_args("sink", OSC_CLIENT), &osc_args("sink", OSC_SERVER)],
+        &["--clock-interval", "0.2"],
+        Some(STABLE),
     );
 }
 

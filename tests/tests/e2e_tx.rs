@@ -160,6 +160,32 @@ fn tx_events_of_a_tcp_flow_between_namespaces() {
         }
     }
     assert!(complete > 0, "no skb with all four stages");
+    // tcp_tx_timestamp() tags the retransmit queue's tail when the write
+    // went out inside the call: such a tag (SENT) is never sent under it
+    // on a loss-free flow, only acknowledged; and a tag that is
+    // acknowledged but never sent is always one of them (a superseded
+    // tag gets no callback at all: its skb reports the newer tskey).
+    let mut sent_tags = 0;
+    for ((cookie, tskey), stages) in &by_skb {
+        let Some(sendmsg) = stages.get(&TxStage::Sendmsg) else {
+            continue;
+        };
+        let transmitted =
+            stages.contains_key(&TxStage::Sched) || stages.contains_key(&TxStage::SndSw);
+        if sendmsg.tagged_sent() {
+            sent_tags += 1;
+            assert!(
+                !transmitted,
+                "tag ({cookie}, {tskey}) on an skb already sent was sent again: {stages:?}"
+            );
+        } else if stages.contains_key(&TxStage::Ack) {
+            assert!(
+                transmitted,
+                "tag ({cookie}, {tskey}) acknowledged, never sent, not flagged: {stages:?}"
+            );
+        }
+    }
+    eprintln!("{} tags, {sent_tags} on skbs already sent", by_skb.len());
     // Every packet id is the per-agent event sequence number.
     for f in &trace.frames {
         assert_eq!(f.packet_id, Some(f.event_seq));

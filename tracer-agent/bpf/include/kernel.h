@@ -161,6 +161,7 @@ struct sock {
 struct tcp_sock {
 	__u32 copied_seq;
 	__u32 rcv_nxt;
+	__u32 snd_nxt;
 } __attribute__((preserve_access_index));
 
 struct net_device {

@@ -179,9 +179,10 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 		 * sendmsg pushed everything out already, the retransmit queue's
 		 * tail: an skb whose first transmission nobody stamped. An skb
 		 * starting before snd_nxt has been sent (write queue skbs start
-		 * at or after it). */
-		if (stage == TX_SENDMSG && r->flags &&
-		    (__s32)(r->seq - skops->snd_nxt) < 0)
+		 * at or after it). Read from the tcp_sock: the context's snd_nxt
+		 * reads 0 in the timestamping callbacks (not a full-sock ctx). */
+		if (stage == TX_SENDMSG && r->flags && k->sk &&
+		    (__s32)(r->seq - bpf_core_cast(k->sk, struct tcp_sock)->snd_nxt) < 0)
 			r->flags |= TX_F_SENT;
 	}
 	r->netns = netns;
