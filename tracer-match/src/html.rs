@@ -448,6 +448,23 @@ pub fn render(r: &Report, charts: &Charts) -> String {
                     None => format!(" — no claim to compare: {}", esc(p.claim_basis)),
                 }
             );
+            if let (Some(d), Some(true)) = (p.data_bound_ns, p.data_tighter_than_claim) {
+                let _ = write!(
+                    s,
+                    "<p>The data prove more than the agents claim: |θ| ≤ {}.</p>",
+                    esc(&dur(d as i64))
+                );
+            }
+            for l in &p.contradicting {
+                let _ = write!(
+                    s,
+                    "<p class=\"bad\">Proof: {} → {}, flow {}, one-way {} (STACK_ENTRY − SND_SW).</p>",
+                    esc(&l.sender),
+                    esc(&l.receiver),
+                    esc(&l.flow),
+                    esc(&l.one_way_ns.map_or("-".into(), dur))
+                );
+            }
             s.push_str(&offset_line(p));
         }
     }

@@ -182,6 +182,8 @@ pub struct LifeReport {
     pub total_ns: u64,
     /// RX skb range `[seq, end_seq)`.
     pub rx_range: (u32, u32),
+    /// TX skb range `[seq, end_seq)` at the send, when recorded.
+    pub tx_range: Option<(u32, u32)>,
     /// Both clocks were locked at the send and at the arrival.
     pub clocks_locked: bool,
 }
@@ -205,6 +207,7 @@ impl Life {
             one_way_hw_ns: self.one_way_hw(),
             total_ns: self.total(),
             rx_range: self.rx_range,
+            tx_range: self.tx_range,
             clocks_locked: self.clocks_locked,
         }
     }

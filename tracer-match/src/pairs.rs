@@ -37,16 +37,14 @@ impl PairWriter {
     }
 
     /// Write each pair as a JSON object on its own line: the life's
-    /// report (stages, ranges, one-way) plus the TX skb's range at the send.
+    /// report (stages, both ranges, one-way).
     pub fn write_to(
         &self,
         out: &mut dyn Write,
         name: impl Fn(HostId) -> String,
     ) -> std::io::Result<()> {
         for l in &self.lives {
-            let mut v = serde_json::to_value(l.report(&name)).map_err(std::io::Error::other)?;
-            v["tx_range"] = serde_json::to_value(l.tx_range).map_err(std::io::Error::other)?;
-            serde_json::to_writer(&mut *out, &v).map_err(std::io::Error::other)?;
+            serde_json::to_writer(&mut *out, &l.report(&name)).map_err(std::io::Error::other)?;
             out.write_all(b"\n")?;
         }
         out.flush()

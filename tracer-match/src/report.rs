@@ -10,7 +10,7 @@ use tracer_codec::{ClockSource, ClockState};
 use crate::hist::{Dist, Hist};
 use crate::input::merge::{AgentTotals, InputStats};
 use crate::input::{HostId, HostTable};
-use crate::lifetime::{gap_meaning, gap_name, LifeReport, GAPS};
+use crate::lifetime::{gap_meaning, gap_name, Life, LifeReport, GAPS};
 use crate::matcher::Matcher;
 use crate::stats::{Ambiguous, Direction, Unmatched};
 
@@ -181,6 +181,14 @@ pub struct PairReport {
     /// Does the claim overlap what the data prove? `false` means the
     /// clocks are worse than their agents say.
     pub claim_consistent: Option<bool>,
+    /// When the interval holds 0: the bound on |θ| the data prove,
+    /// `max(−lo, hi)`, ns.
+    pub data_bound_ns: Option<u64>,
+    /// The data prove a tighter bound than the agents claim.
+    pub data_tighter_than_claim: Option<bool>,
+    /// When the data contradict the claim: the packets that do (the
+    /// fastest of the direction whose bound lies outside ±claim).
+    pub contradicting: Vec<LifeReport>,
 }
 
 /// The whole report.
@@ -395,6 +403,24 @@ pub fn build(
             let c = c as i64;
             lo.is_none_or(|l| l <= c) && hi.is_none_or(|h| h >= -c)
         });
+        let data_bound = match (lo, hi, contains_zero) {
+            (Some(l), Some(h), Some(true)) => Some((-l).max(h) as u64),
+            _ => None,
+        };
+        let data_tighter_than_claim = claimed.zip(data_bound).map(|(c, d)| d < c);
+        // The packets behind a bound that lies outside ±claim.
+        let mut contradicting = Vec::new();
+        if let Some(c) = claimed.map(|c| c as i64) {
+            fn fastest(d: Option<&Direction>) -> Option<&Life> {
+                d.and_then(|d| d.fastest_locked.as_ref().or(d.fastest.as_ref()))
+            }
+            if hi.is_some_and(|h| h < -c) {
+                contradicting.extend(fastest(ab).map(|l| l.report(&name)));
+            }
+            if lo.is_some_and(|l| l > c) {
+                contradicting.extend(fastest(ba).map(|l| l.report(&name)));
+            }
+        }
         pairs.push(PairReport {
             a: name(a),
             b: name(b),
@@ -410,6 +436,9 @@ pub fn build(
             claimed_bound_ns: claimed,
             claim_basis,
             claim_consistent,
+            data_bound_ns: data_bound,
+            data_tighter_than_claim,
+            contradicting,
         });
     }
 

@@ -223,6 +223,9 @@ pub struct Direction {
     pub worst: Option<Life>,
     /// The packet with the smallest one-way latency (the offset bound).
     pub fastest: Option<Life>,
+    /// The packet with the smallest one-way latency on locked clocks (the
+    /// one behind `min_locked`).
+    pub fastest_locked: Option<Life>,
 }
 
 impl Direction {
@@ -248,6 +251,7 @@ impl Direction {
             min_locked: None,
             worst: None,
             fastest: None,
+            fastest_locked: None,
         }
     }
 
@@ -272,6 +276,9 @@ impl Direction {
         self.one_way.add(ow);
         if life.clocks_locked {
             self.locked += 1;
+            if self.min_locked.is_none_or(|m| ow < m) {
+                self.fastest_locked = Some(life.clone());
+            }
             self.min_locked = Some(self.min_locked.map_or(ow, |m| m.min(ow)));
         }
         if ow < 0 {

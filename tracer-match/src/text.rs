@@ -204,6 +204,26 @@ fn pair(out: &mut String, p: &PairReport) {
                     "CONTRADICTED by the data: the clocks are worse than their agents say"
                 }
             );
+            if let (Some(d), Some(true)) = (p.data_bound_ns, p.data_tighter_than_claim) {
+                let _ = writeln!(
+                    out,
+                    "                  the data prove more: |θ| ≤ {}, {:.1}x tighter than the claim",
+                    dur(d as i64),
+                    c as f64 / (d.max(1)) as f64
+                );
+            }
+            for l in &p.contradicting {
+                let _ = writeln!(
+                    out,
+                    "                  proof: {} → {} flow {} bytes {} one-way {} (STACK_ENTRY − SND_SW on the global axis)",
+                    l.sender,
+                    l.receiver,
+                    l.flow,
+                    l.tx_range
+                        .map_or(format!("..={}", l.tskey), |(s, e)| format!("{s}..{e}")),
+                    l.one_way_ns.map_or("-".into(), sdur),
+                );
+            }
         }
         _ => {
             let _ = writeln!(

@@ -173,9 +173,46 @@ fn clock_offset_shows_as_violations_and_bounds_the_interval() {
     assert_eq!(p.contains_zero, Some(false));
     assert_eq!(p.self_consistent, Some(true));
     assert_eq!(hi - lo, 2 * 15_000, "[{lo}, {hi}]");
-    // The agents claimed 100 ns each: the data contradict them.
+    // The agents claimed 100 ns each: the data contradict them, and the
+    // report names the packet that proves it: the fastest alpha → beta,
+    // received 35 µs before it was sent.
     assert_eq!(p.claimed_bound_ns, Some(200));
     assert_eq!(p.claim_consistent, Some(false));
+    assert_eq!(p.contradicting.len(), 1, "{:?}", p.contradicting);
+    let proof = &p.contradicting[0];
+    assert_eq!(
+        (proof.sender.as_str(), proof.receiver.as_str()),
+        ("alpha", "beta")
+    );
+    assert_eq!(proof.one_way_ns, Some(hi));
+    assert_eq!(p.data_bound_ns, None);
+    let text = tracer_match::text::render(&r);
+    assert!(text.contains("proof: alpha → beta"), "{text}");
+}
+
+#[test]
+fn data_tighter_than_the_agents_claim_is_said() {
+    // Clocks agree; the agents claim 100 µs each; true one-way 15 µs: the
+    // data prove |θ| ≤ 15 µs, far tighter than the 200 µs claimed.
+    let cfg = SynthConfig {
+        skbs: 200,
+        both_ways: true,
+        gro: 1,
+        jitter_ns: 1,
+        clock_claim_ns: [100_000, 100_000],
+        ..SynthConfig::default()
+    };
+    let r = simulate(&cfg, MatchConfig::default());
+    let p = &r.pairs[0];
+    assert_eq!(p.claim_consistent, Some(true));
+    assert_eq!(p.data_bound_ns, Some(15_000));
+    assert_eq!(p.data_tighter_than_claim, Some(true));
+    assert!(p.contradicting.is_empty());
+    let text = tracer_match::text::render(&r);
+    assert!(
+        text.contains("the data prove more: |θ| ≤ 15.0 µs"),
+        "{text}"
+    );
 }
 
 #[test]
