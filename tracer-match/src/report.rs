@@ -415,10 +415,10 @@ pub fn build(
                 d.and_then(|d| d.fastest_locked.as_ref().or(d.fastest.as_ref()))
             }
             if hi.is_some_and(|h| h < -c) {
-                contradicting.extend(fastest(ab).map(|l| l.report(&name)));
+                contradicting.extend(fastest(ab).map(|l| l.report(name)));
             }
             if lo.is_some_and(|l| l > c) {
-                contradicting.extend(fastest(ba).map(|l| l.report(&name)));
+                contradicting.extend(fastest(ba).map(|l| l.report(name)));
             }
         }
         pairs.push(PairReport {
