@@ -586,6 +586,39 @@ fn nft(ns: &str, rule: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// One data or ACK packet in 20 of the loss test's connection (not
+/// SYN/FIN/RST) dropped on each host's input hook, which comes after the
+/// stack entry. Returns the namespaces with a rule.
+fn add_loss_both_ways(pair: &NetnsPair) -> [&String; 2] {
+    let rules = [
+        (&pair.b, format!("add rule inet mt input tcp dport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop")),
+        (&pair.a, format!("add rule inet mt input tcp sport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop")),
+    ];
+    for (ns, rule) in &rules {
+        // No netem in this kernel: nftables' random numbers drop 1 in 20.
+        nft(ns, "add table inet mt");
+        nft(
+            ns,
+            "add chain inet mt input { type filter hook input priority 0 ; }",
+        );
+        nft(ns, rule);
+    }
+    [rules[0].0, rules[1].0]
+}
+
+/// The loss tests' traffic: bulk both ways (the server echoes as fast as
+/// it reads): TSO skbs, full queues and loss recovery, where tags and
+/// bytes part.
+fn lossy_setup() -> Setup<'static> {
+    Setup {
+        probes: "tx,rx,tcp",
+        port: LOSS_PORT,
+        writes: 1000,
+        pause: Duration::ZERO,
+        ..Setup::default()
+    }
+}
+
 /// 5 % random loss both ways for the whole run: one data or ACK packet in
 /// 20 of the echo connection (not SYN/FIN/RST) dropped by nftables on each
 /// host's input hook, which comes after the stack entry: each dropped skb
@@ -602,33 +635,15 @@ fn lossy_runs(
     sink_args: &[&str],
     warm_up: Option<&str>,
 ) {
-    let rules = [
-        (&pair.b, format!("add rule inet mt input tcp dport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop")),
-        (&pair.a, format!("add rule inet mt input tcp sport {LOSS_PORT} tcp flags & (syn|fin|rst) == 0 numgen random mod 20 == 0 counter drop")),
-    ];
-    for (ns, rule) in &rules {
-        // No netem in this kernel: nftables' random numbers drop 1 in 20.
-        nft(ns, "add table inet mt");
-        nft(
-            ns,
-            "add chain inet mt input { type filter hook input priority 0 ; }",
-        );
-        nft(ns, rule);
-    }
+    let rules = add_loss_both_ways(pair);
     let mut totals = (0u64, 0u64, 0u64, 0u64);
     for run in 0..runs {
         let out = tempfile::tempdir().unwrap();
-        // Bulk both ways (the server echoes as fast as it reads): TSO
-        // skbs, full queues and loss recovery, where tags and bytes part.
         let setup = Setup {
-            probes: "tx,rx,tcp",
-            port: LOSS_PORT,
             agent_args,
             sink_args,
             warm_up,
-            writes: 1000,
-            pause: Duration::ZERO,
-            ..Setup::default()
+            ..lossy_setup()
         };
         let files = traced_pair(pair, out.path(), &setup).files;
         if let Some(keep) = std::env::var_os("NETTRACE_KEEP_TRACES") {
@@ -681,7 +696,7 @@ fn lossy_runs(
             .map(|h| h["retransmit_events"].as_u64().unwrap())
             .sum::<u64>();
     }
-    for (ns, _) in &rules {
+    for ns in &rules {
         let counters = nft(ns, "list chain inet mt input");
         let dropped: u64 = counters
             .split("packets ")
@@ -781,5 +796,213 @@ fn sampled_transmissions_meet_their_sampled_receptions() {
     assert!(
         all < 2 * 3 * writes as u64 / 2,
         "{all} TX events: sampling did not happen"
+    );
+}
+
+/// How far a packet capture's stamp may be from the trace's stage, µs.
+/// The capture taps sit on the same path as the stages: on the sender
+/// `dev_queue_xmit_nit()` runs in the same `xmit_one()` call just before
+/// the driver's SND_SW stamp; on the receiver `__netif_receive_skb_core()`
+/// hands the skb to the capture right after the `netif_receive_skb`
+/// tracepoint (STACK_ENTRY). Both are the same CPU in the same call; the
+/// capture's stamps have microsecond resolution (dumpcap's pcapng), and
+/// the agents' global clock (`--clock system`) is CLOCK_TAI mapped from
+/// CLOCK_MONOTONIC, which equals the captures' CLOCK_REALTIME here.
+const WITNESS_SLACK_US: f64 = 100.0;
+
+/// One TCP segment with data in a packet capture.
+#[derive(Debug, Clone)]
+struct Segment {
+    t_us: f64,
+    flow: String,
+    seq: u32,
+    end: u32,
+}
+
+/// The data segments of a pcapng file written by dumpcap, read by tshark
+/// (raw sequence numbers, no dissector of ours).
+fn segments(file: &Path) -> Vec<Segment> {
+    let tshark = tracer_e2e::tshark::Tshark::find().expect("tshark (scripts/setup.sh installs it)");
+    let mut cmd = std::process::Command::new(tshark.exe());
+    cmd.args(["-n", "-r"])
+        .arg(file)
+        .args(["-Y", "tcp.len > 0", "-T", "fields", "-E", "separator=,"])
+        .args([
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "ip.src",
+            "-e",
+            "tcp.srcport",
+        ])
+        .args([
+            "-e",
+            "ip.dst",
+            "-e",
+            "tcp.dstport",
+            "-e",
+            "tcp.seq_raw",
+            "-e",
+            "tcp.len",
+        ]);
+    let (st, out, err) = run(cmd);
+    assert!(st.success(), "tshark on {}: {err}", file.display());
+    out.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 7, "{l}");
+            let seq: u32 = f[5].parse().unwrap();
+            let len: u32 = f[6].parse().unwrap();
+            Segment {
+                t_us: f[0].parse::<f64>().unwrap() * 1e6,
+                flow: format!("{}:{} > {}:{}", f[1], f[2], f[3], f[4]),
+                seq,
+                end: seq.wrapping_add(len),
+            }
+        })
+        .collect()
+}
+
+/// dumpcap on `dev` in namespace `ns`, writing `file`; running once it
+/// says so.
+fn capture(ns: &str, dev: &str, file: &Path) -> Proc {
+    let mut cmd = NetnsPair::exec(ns, Path::new("dumpcap"));
+    cmd.args(["-i", dev, "-s", "128", "-w"]).arg(file);
+    let mut p = Proc::spawn("dumpcap", cmd);
+    p.wait_stderr("Capturing on", Duration::from_secs(20));
+    p
+}
+
+/// The witness: packet captures of both ends during a lossy run (5 % loss
+/// both ways, bulk echo, `--clock system` on the kernel's one clock). For
+/// every pair `nettrace-match --pairs` made, the sender's capture segment
+/// with the bytes the TX skb held at SND_SW nearest that SND_SW lies
+/// within WITNESS_SLACK_US of it, the receiver's segment with the RX skb's
+/// bytes nearest its STACK_ENTRY too; on the captures' one clock the
+/// reception is after that send and before the next copy of the same
+/// bytes left; and no sender segment stands for two pairs: each pair is
+/// one transmission and its own reception.
+#[test]
+fn every_matched_pair_is_one_transmission_in_both_packet_captures() {
+    if !require_root() {
+        return;
+    }
+    if tracer_e2e::tshark::Tshark::or_skip(
+        "every_matched_pair_is_one_transmission_in_both_packet_captures",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let pair = NetnsPair::create("ntrmw", 236).expect("creating namespaces");
+    add_loss_both_ways(&pair);
+    let out = tempfile::tempdir().unwrap();
+    let caps = [out.path().join("a.pcapng"), out.path().join("b.pcapng")];
+    let mut dumpcaps = [
+        capture(&pair.a, "ntrmwva", &caps[0]),
+        capture(&pair.b, "ntrmwvb", &caps[1]),
+    ];
+    let files = traced_pair(&pair, &out.path().join("trace"), &lossy_setup()).files;
+    for d in &mut dumpcaps {
+        let (st, _) = d.stop(libc::SIGINT, Duration::from_secs(20));
+        assert!(st.success() || st.code().is_none(), "dumpcap: {st:?}");
+    }
+    let pairs_file = out.path().join("pairs.jsonl");
+    let report = match_json(&files, &["--pairs", pairs_file.to_str().unwrap()]);
+    let captured = [segments(&caps[0]), segments(&caps[1])];
+    let side = |host: &str| usize::from(host == "server");
+    let stage = |p: &Value, name: &str| -> Option<f64> {
+        p["stages_ns"]
+            .as_array()?
+            .iter()
+            .find(|s| s[0] == name)
+            .map(|s| s[1].as_u64().unwrap() as f64 / 1e3)
+    };
+    let mut used = std::collections::HashSet::new();
+    let (mut checked, mut retx, mut worst_tx, mut worst_rx) = (0, 0, 0f64, 0f64);
+    let text = std::fs::read_to_string(&pairs_file).unwrap();
+    for line in text.lines() {
+        let p: Value = serde_json::from_str(line).unwrap();
+        let (Some(sw), Some(stack)) = (stage(&p, "SND_SW"), stage(&p, "STACK_ENTRY")) else {
+            continue;
+        };
+        let flow = p["flow"].as_str().unwrap();
+        let tx = &p["tx_range"];
+        let (ts, te) = (
+            tx[0].as_u64().unwrap() as u32,
+            tx[1].as_u64().unwrap() as u32,
+        );
+        let rx = &p["rx_range"];
+        let (rs, re) = (
+            rx[0].as_u64().unwrap() as u32,
+            rx[1].as_u64().unwrap() as u32,
+        );
+        // The capture segment of those bytes nearest the stage; copies of
+        // one range can leave microseconds apart (fast retransmits).
+        let nearest = |segs: &[Segment], s: u32, e: u32, t: f64| -> Option<(usize, f64)> {
+            segs.iter()
+                .enumerate()
+                .filter(|(_, g)| g.flow == flow && g.seq == s && g.end == e)
+                .map(|(i, g)| (i, g.t_us - t))
+                .min_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        };
+        let snd = side(p["sender"].as_str().unwrap());
+        let rcv = side(p["receiver"].as_str().unwrap());
+        let (i, dt) = nearest(&captured[snd], ts, te, sw)
+            .unwrap_or_else(|| panic!("{line}: no sender segment {ts}..{te}"));
+        let (j, dr) = nearest(&captured[rcv], rs, re, stack)
+            .unwrap_or_else(|| panic!("{line}: no receiver segment {rs}..{re}"));
+        assert!(
+            dt.abs() <= WITNESS_SLACK_US,
+            "{line}: sender segment {dt:.1} µs from SND_SW"
+        );
+        assert!(
+            dr.abs() <= WITNESS_SLACK_US,
+            "{line}: receiver segment {dr:.1} µs from STACK_ENTRY"
+        );
+        let (t_send, t_recv) = (captured[snd][i].t_us, captured[rcv][j].t_us);
+        // On the captures' one clock the reception follows its send, and
+        // comes before the next copy of those bytes left (one veth link
+        // keeps order): it is this transmission's reception.
+        assert!(
+            t_send <= t_recv,
+            "{line}: captured on the receiver before the sender"
+        );
+        let next_copy = captured[snd][i + 1..]
+            .iter()
+            .find(|g| g.flow == flow && g.seq == ts && g.end == te)
+            .map(|g| g.t_us);
+        assert!(
+            next_copy.is_none_or(|n| t_recv <= n),
+            "{line}: received at {t_recv} µs, after the next copy left at {next_copy:?}"
+        );
+        assert!(
+            used.insert((snd, i)),
+            "{line}: sender segment {:?} stands for two pairs",
+            captured[snd][i]
+        );
+        worst_tx = worst_tx.max(dt.abs());
+        worst_rx = worst_rx.max(dr.abs());
+        checked += 1;
+        retx += usize::from(p["retransmit"] == true);
+    }
+    eprintln!(
+        "{checked} pairs witnessed ({retx} retransmissions); capture − stage at most {worst_tx:.0} µs (sender), {worst_rx:.0} µs (receiver)"
+    );
+    let matched: u64 = report["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            d["matched"].as_u64().unwrap() - d["matched_without_stack_entry"].as_u64().unwrap()
+        })
+        .sum();
+    assert_eq!(
+        checked as u64, matched,
+        "every matched pair with both stages was checked"
+    );
+    assert!(
+        checked > 200 && retx > 0,
+        "{checked} pairs, {retx} retransmissions"
     );
 }
