@@ -5,8 +5,8 @@
 # -2 ms and 30 ppm slow). tracer-sink runs on the server; a tracer-agent on
 # each host (probes tx,rx,drops,tcp) follows the sink's clock
 # (--clock sink), which must learn both oscillators. Once both clocks are
-# locked and stable, iperf3 sends TCP both ways, client to server with one
-# second of random loss (an nftables rule on the server). The trace
+# locked and stable, iperf3 sends TCP both ways, with random loss both
+# ways for the whole run (an nftables rule on each host). The trace
 # (traces/*.pcapng) is summarised by tshark with our dissector (TX and RX
 # stage latencies, drops, retransmissions) and by nettrace-match (each
 # sent skb linked to its reception on the other host: one-way latency,
@@ -21,8 +21,8 @@ source scripts/setup.sh
 OUT=${OUT:-traces}
 SECONDS_OF_TRAFFIC=${SECONDS_OF_TRAFFIC:-3}
 RATE=${RATE:-200M}
-# One received data skb in LOSS_ONE_IN dropped on the server during second
-# 1..2 of the flow (0: no loss), so that drops and retransmissions show.
+# One received data skb in LOSS_ONE_IN dropped on each host for the whole
+# flow, both ways (0: no loss), so that drops and retransmissions show.
 LOSS_ONE_IN=${LOSS_ONE_IN:-20}
 PROBES=tx,rx,drops,tcp
 NS_C=ntr-demo-client NS_S=ntr-demo-server
@@ -39,7 +39,6 @@ CLOCK_OPTS=(--servo linreg --clock-interval 0.2)
 cleanup() {
     [[ -n ${AGENT:-} ]] && kill -INT "$AGENT" 2>/dev/null || true
     [[ -n ${AGENT_S:-} ]] && kill -INT "$AGENT_S" 2>/dev/null || true
-    [[ -n ${LOSS:-} ]] && kill "$LOSS" 2>/dev/null || true
     [[ -n ${SINK:-} ]] && kill -TERM "$SINK" 2>/dev/null || true
     [[ -n ${IPERF:-} ]] && kill "$IPERF" 2>/dev/null || true
     wait 2>/dev/null || true
@@ -127,26 +126,26 @@ IPERF=$!
 sleep 0.5
 if ((LOSS_ONE_IN > 0)); then
     # No netem here: nftables drops one data skb in N at random (over veth
-    # often a whole TSO burst), on the server's input hook (drop reason
-    # NETFILTER_DROP), for one second; deleting the namespace also removes it.
-    (
-        sleep 1
-        in_ns "$NS_S" nft -f - <<NFT
+    # often a whole TSO burst) on each host's input hook (drop reason
+    # NETFILTER_DROP), both ways, for the whole run; deleting the namespaces
+    # also removes the rules.
+    for ns in "$NS_S" "$NS_C"; do
+        [[ $ns == "$NS_S" ]] && port="dport" || port="sport"
+        in_ns "$ns" nft -f - <<NFT
 table inet ntrdemo {
     chain input {
         type filter hook input priority 0;
-        tcp dport 5201 meta length > 1000 numgen random mod $LOSS_ONE_IN == 0 drop
+        tcp $port 5201 meta length > 1000 numgen random mod $LOSS_ONE_IN == 0 drop
     }
 }
 NFT
-        echo "   (the server drops 1 in $LOSS_ONE_IN received data skbs for 1 s)"
-        sleep 1
-        in_ns "$NS_S" nft delete table inet ntrdemo
-    ) &
-    LOSS=$!
+    done
+    echo "   (each host drops 1 in $LOSS_ONE_IN received data skbs, for the whole run)"
 fi
 in_ns "$NS_C" iperf3 -c "$ADDR_S" --bidir -t "$SECONDS_OF_TRAFFIC" -b "$RATE" | grep -E "(sender|receiver)$"
-[[ -n ${LOSS:-} ]] && { wait "$LOSS" || true; LOSS=; }
+if ((LOSS_ONE_IN > 0)); then
+    for ns in "$NS_S" "$NS_C"; do in_ns "$ns" nft delete table inet ntrdemo; done
+fi
 sleep 0.5
 
 stop_tracing

@@ -512,6 +512,16 @@ impl Matcher {
             } else {
                 Ambiguity::LostCopy
             };
+            tracing::debug!(
+                flow = %a.flow,
+                byte = a.b,
+                tskey = a.key.2,
+                range = ?a.range,
+                sends = ?sends,
+                receptions = ?rxs.iter().map(|r| (r.arrival(), r.range)).collect::<Vec<_>>(),
+                ?why,
+                "ambiguous transmission"
+            );
             if let Some(dir) = self.dirs.get_mut(&(sender, Some(receiver))) {
                 dir.ambiguous.add(why);
             }
