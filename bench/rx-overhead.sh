@@ -184,6 +184,10 @@ PY
 
 AGENT=0
 start_agent() { # sample_every
+    # Emptied here, not by the redirection below: that runs in the
+    # background and may come after the first grep, which would then count
+    # the previous agent's lines.
+    : > "$WORK/agent.err"
     nsenter --net=/run/netns/$B -- "$BIN/tracer-agent" --sink $AA:7420 --hostname rxbench \
         --probes tx,rx,drops --cgroup "$CG" --sample-every "$1" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
