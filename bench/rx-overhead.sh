@@ -10,6 +10,9 @@
 #   none   no BPF program;
 #   1      the agent, every skb;
 #   100    the agent at --sample-every 100;
+#   self   the agent, every skb, with --trace-self: beside mode 1 (which
+#          excludes nettrace's own traffic, the default), what that
+#          exclusion costs each hook (not in the default MODES);
 #   ref    bench/ref/rx_reference.bpf.c: one do-nothing tp_btf program on
 #          each tracepoint the rx and drops probes use (netif_receive_skb,
 #          tcp_probe, sk_data_ready, skb_copy_datagram_iovec,
@@ -183,9 +186,13 @@ PY
 }
 
 AGENT=0
-start_agent() { # sample_every
+start_agent() { # sample_every [more agent options]
+    # Emptied here, not by the redirection below: that runs in the
+    # background and may come after the first grep, which would then count
+    # the previous agent's lines.
+    : > "$WORK/agent.err"
     nsenter --net=/run/netns/$B -- "$BIN/tracer-agent" --sink $AA:7420 --hostname rxbench \
-        --probes tx,rx,drops --cgroup "$CG" --sample-every "$1" --json \
+        --probes tx,rx,drops --cgroup "$CG" --sample-every "$@" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!
     for _ in $(seq 200); do
@@ -216,6 +223,7 @@ start_mode() {
         none) MODE_IDS= ;;
         ref) attach_refs "$PIN"; MODE_IDS=$REF_IDS ;;
         clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
+        self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         *) start_agent "$1"; MODE_IDS=$(held_prog_ids "$AGENT") ;;
     esac
 }
@@ -288,7 +296,7 @@ med = lambda v: st.median(v) if v else float("nan")
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
 rows = [l.split() for l in open(cpu)]
 LABEL = {"none": "no program", "1": "agent, every skb", "100": "agent, 1 in 100",
-         "ref": "references only", "clock": "clock references"}
+         "self": "every skb, --trace-self", "ref": "references only", "clock": "clock references"}
 if rows:
     print("\n== results (medians of alternating rounds; ratios are of medians)")
     host_of = lambda r: float(r[1]) - float(r[5]) / hz
@@ -306,7 +314,7 @@ if rows:
         if host[m] and host["none"]:
             pr = f"  paired {med(paired(m)):6.3f}" if m != "none" else ""
             print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
-    for m in ("1", "100"):
+    for m in ("1", "self", "100"):
         ag = [float(r[6]) / hz for r in rows if r[0] == m]
         ev = [float(r[3]) for r in rows if r[0] == m]
         lost = sum(float(r[4]) for r in rows if r[0] == m)
@@ -326,7 +334,7 @@ if h:
     print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'clock ns':>9s} {'ratio':>6s} {'runs/round':>11s}")
     for hk in hooks_seen:
         ref, clk = med(ns("ref", hk)), med(ns("clock", hk))
-        for m in ("1", "100"):
+        for m in ("1", "self", "100"):
             a = ns(m, hk)
             if not a:
                 continue

@@ -8,5 +8,6 @@ pub mod pipeline;
 pub mod preflight;
 pub mod probes;
 pub mod run;
+pub mod self_traffic;
 pub mod sender;
 pub mod stats;

@@ -96,6 +96,18 @@ struct Cli {
     )]
     filter: Option<FlowFilter>,
 
+    /// Trace nettrace's own traffic too, to debug nettrace itself.
+    ///
+    /// By default every probe drops nettrace's UDP flows in BPF, before any
+    /// output: those to and from the sink (--sink: datagrams and acks) and
+    /// its clock responder (the sink's address at --clock-port, default the
+    /// sink's port + 1, whatever --clock is; and the responder of `--clock
+    /// sink:IP:PORT`), on this host and on the sink's. Where the sink's
+    /// address belongs to the traced namespace (or is loopback), these
+    /// ports are nettrace's at any of its addresses.
+    #[arg(long)]
+    trace_self: bool,
+
     /// Trace the network namespace of this file (e.g. /run/netns/NAME)
     /// instead of the agent's own.
     #[arg(long, conflicts_with = "all_netns")]
@@ -154,8 +166,9 @@ struct Cli {
     #[arg(long, default_value = "system", value_name = "CLOCK")]
     clock: ClockArg,
 
-    /// UDP port of the sink's clock responder, for `--clock sink`.
-    /// Default: the sink's port + 1.
+    /// UDP port of the sink's clock responder, for `--clock sink` (and
+    /// whatever --clock is, to keep its exchanges out of the trace: see
+    /// --trace-self). Default: the sink's port + 1.
     #[arg(long, value_name = "PORT")]
     clock_port: Option<u16>,
 
@@ -405,6 +418,11 @@ fn real_main() -> anyhow::Result<()> {
             SourceSpec::Sink(SocketAddr::new(cli.sink.ip(), port))
         }
     };
+    let self_endpoints = if cli.trace_self {
+        Vec::new()
+    } else {
+        tracer_agent::self_traffic::agent_endpoints(cli.sink, cli.clock_port, &clock)
+    };
     if !(cli.ack_wait >= 0.0 && cli.ack_wait.is_finite()) {
         bail!("--ack-wait must be a number of seconds, 0 or more");
     }
@@ -427,6 +445,7 @@ fn real_main() -> anyhow::Result<()> {
         },
         sample_every: cli.sample_every,
         filter: cli.filter.unwrap_or_default(),
+        self_endpoints,
         stats_interval: (cli.stats_interval > 0.0)
             .then(|| Duration::from_secs_f64(cli.stats_interval)),
         json: cli.json,
@@ -581,6 +600,14 @@ mod tests {
             help.contains("offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]"),
             "{help}"
         );
+    }
+
+    #[test]
+    fn own_traffic_is_excluded_unless_trace_self() {
+        assert!(!parse(&[]).unwrap().trace_self);
+        assert!(parse(&["--trace-self"]).unwrap().trace_self);
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Trace nettrace's own traffic too"), "{help}");
     }
 
     #[test]

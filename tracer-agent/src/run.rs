@@ -18,6 +18,7 @@ use crate::probes::{
     Collector, Drained, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
     RecordError,
 };
+use crate::self_traffic::SelfTraffic;
 use crate::sender::UdpTransport;
 use crate::stats::{bpf_prog_info, AgentStats};
 use tracer_codec::ClockState;
@@ -51,6 +52,10 @@ pub struct AgentConfig {
     pub sample_every: u32,
     /// `--filter`: flows to record (empty: all), evaluated in BPF.
     pub filter: FlowFilter,
+    /// The UDP endpoints of nettrace's own traffic, whose flows the probes
+    /// exclude ([`crate::self_traffic::agent_endpoints`]); empty with
+    /// `--trace-self`.
+    pub self_endpoints: Vec<SocketAddr>,
     /// Print stats this often (None: only at exit).
     pub stats_interval: Option<Duration>,
     /// Stats as JSON lines.
@@ -153,6 +158,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             preflight::netns_inode(&path).map_err(|source| AgentError::Netns { path, source })?
         }
     };
+    let self_traffic = self_traffic_of(cfg)?;
     let probe_cfg = ProbeConfig {
         cgroup: cfg.cgroup.clone(),
         target_netns,
@@ -160,6 +166,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         slots_per_cpu: cfg.slots_per_cpu,
         btf: cfg.btf.clone(),
         filter: cfg.filter.clone(),
+        self_traffic,
     };
     for spec in &cfg.probes {
         (spec.check)(&probe_cfg)?;
@@ -280,6 +287,26 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         );
     }
     Ok(stats)
+}
+
+/// The table of nettrace's own endpoints, local ones told by the traced
+/// namespace (with `--all-netns`, by the agent's own).
+fn self_traffic_of(cfg: &AgentConfig) -> Result<SelfTraffic, AgentError> {
+    let netns = match &cfg.netns {
+        NetnsFilter::Path(p) => Some(p.as_path()),
+        NetnsFilter::Own | NetnsFilter::All => None,
+    };
+    let t =
+        SelfTraffic::in_netns(&cfg.self_endpoints, netns).map_err(|source| AgentError::Netns {
+            path: netns.map_or_else(|| "/proc/self/ns/net".into(), |p| p.to_path_buf()),
+            source,
+        })?;
+    if t.is_empty() {
+        tracing::info!("tracing nettrace's own traffic too (--trace-self)");
+    } else {
+        tracing::info!(endpoints = %t, "not tracing nettrace's own traffic (--trace-self traces it)");
+    }
+    Ok(t)
 }
 
 /// Poll period while the ring is filling fast.

@@ -16,7 +16,9 @@
  *
  * Cost: .rodata is frozen before verification, so the verifier knows every
  * count: with no filter (n_clauses == 0) each call is pruned to nothing,
- * and with one only the configured terms are walked.
+ * and with one only the configured terms are walked. The same two calls
+ * exclude nettrace's own traffic (self_traffic.h, on by default): without
+ * a filter a flow that is not UDP then returns after one comparison.
  *
  * Include after kernel.h and the libbpf headers. Everything but
  * sk_flow_matches (kernel types) also compiles on the host, where
@@ -56,7 +58,12 @@ struct filter_config {
 #ifndef FILTER_CONFIG_QUAL
 #define FILTER_CONFIG_QUAL const volatile
 #endif
+/* nettrace's own traffic, excluded unless --trace-self: every caller of
+ * sk_flow_matches and skb_flow_parsed_matches gets it. */
+#include "self_traffic.h"
 FILTER_CONFIG_QUAL struct filter_config flow_filter = {};
+/* Read for UDP flows only: after flow_filter (see self_traffic.h). */
+FILTER_CONFIG_QUAL struct self_endpoint self_endpoints[SELF_MAX_ENDPOINTS] = {};
 
 /* A flow as the filter compares it: both addresses as 16 bytes. */
 struct filter_flow {
@@ -133,7 +140,8 @@ static __always_inline void filter_map4(__u32 *dst, __u32 a)
 
 #ifdef __bpf__
 /* The socket's flow. `local_is_src`: the local end is the source (sends,
- * TCP events); false: the remote end is (received packets). */
+ * TCP events); false: the remote end is (received packets). False for
+ * nettrace's own traffic (self_traffic.h). */
 static __always_inline bool sk_flow_matches(const struct sock *sk, bool local_is_src)
 {
 	const struct sock_common *c;
@@ -141,7 +149,8 @@ static __always_inline bool sk_flow_matches(const struct sock *sk, bool local_is
 	__u32 *local, *remote;
 	__u16 lport, rport;
 
-	if (!filter_on())
+	if (!filter_on() &&
+	    (!self_on() || !sk || sk->sk_protocol != IPPROTO_UDP))
 		return true;
 	if (!sk)
 		return false;
@@ -155,26 +164,28 @@ static __always_inline bool sk_flow_matches(const struct sock *sk, bool local_is
 		filter_map4(local, c->skc_rcv_saddr);
 		filter_map4(remote, c->skc_daddr);
 	} else {
-		return false;
+		return !filter_on();
 	}
 	lport = c->skc_num;
 	rport = bpf_ntohs(c->skc_dport);
 	f.proto = (__u8)sk->sk_protocol;
 	f.sport = local_is_src ? lport : rport;
 	f.dport = local_is_src ? rport : lport;
-	return flow_matches(&f);
+	return !self_flow(f.saddr, f.sport, f.daddr, f.dport, f.proto) &&
+	       flow_matches(&f);
 }
 #endif /* __bpf__ */
 
 /* A flow parsed from packet headers (skb_flow.h). `reverse`: the packet's
- * destination is the event's source (a reset sent in answer to it). */
+ * destination is the event's source (a reset sent in answer to it). False
+ * for nettrace's own traffic (self_traffic.h). */
 static __always_inline bool skb_flow_parsed_matches(const struct skb_flow *p, bool reverse)
 {
 	struct filter_flow f;
 	__u32 *s = reverse ? f.daddr : f.saddr;
 	__u32 *d = reverse ? f.saddr : f.daddr;
 
-	if (!filter_on())
+	if (!filter_on() && (!self_on() || p->l4proto != IPPROTO_UDP))
 		return true;
 	if (p->family == 4) {
 		filter_map4(s, 0);
@@ -186,12 +197,13 @@ static __always_inline bool skb_flow_parsed_matches(const struct skb_flow *p, bo
 		__builtin_memcpy(s, p->saddr, 16);
 		__builtin_memcpy(d, p->daddr, 16);
 	} else {
-		return false;
+		return !filter_on();
 	}
 	f.sport = reverse ? p->dport : p->sport;
 	f.dport = reverse ? p->sport : p->dport;
 	f.proto = p->l4proto;
-	return flow_matches(&f);
+	return !self_flow(f.saddr, f.sport, f.daddr, f.dport, f.proto) &&
+	       flow_matches(&f);
 }
 
 #endif /* TRACER_FILTER_H */

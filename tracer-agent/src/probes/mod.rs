@@ -99,6 +99,10 @@ pub struct ProbeConfig {
     /// probe's `.rodata` (bpf/include/filter.h) with
     /// [`crate::write_flow_filter!`].
     pub filter: crate::filter::FlowFilter,
+    /// nettrace's own traffic, excluded in BPF (bpf/include/self_traffic.h)
+    /// by the probes that can see it, written with
+    /// [`crate::write_self_traffic!`]; empty with `--trace-self`.
+    pub self_traffic: crate::self_traffic::SelfTraffic,
 }
 
 /// Opens, configures and loads one probe (not attached yet). `object` holds

@@ -166,6 +166,7 @@ impl<'obj> DropsProbe<'obj> {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
             crate::write_flow_filter!(ro, &cfg.filter);
+            crate::write_self_traffic!(ro, &cfg.self_traffic);
             ro.slots_per_cpu = cfg.slots_per_cpu;
         }
         let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;

@@ -170,6 +170,7 @@ impl<'obj> RxProbe<'obj> {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
             crate::write_flow_filter!(ro, &cfg.filter);
+            crate::write_self_traffic!(ro, &cfg.self_traffic);
             ro.slots_per_cpu = cfg.slots_per_cpu;
             ro.sample_threshold = super::sample::threshold(cfg.sample_every);
         }
@@ -668,6 +669,7 @@ mod tests {
             slots_per_cpu: 8,
             btf,
             filter: Default::default(),
+            self_traffic: Default::default(),
         };
         let msg = check(&cfg).unwrap_err().to_string();
         assert!(
