@@ -30,10 +30,12 @@ Event kinds:
   bytes past a known layout are shown as fields of a newer version.
 
 Across hosts, a sender's SND_SW frame and the receiver's STACK_ENTRY frame
-of the same TCP bytes link to each other (nettrace.peer_frame) with the
-one-way latency (nettrace.oneway_ns); a receive before its send is flagged
-(nettrace.causality_violation, an expert warning). Links to later frames
-need two passes: tshark -2, or Wireshark after loading.
+it pairs with (by bytes, with nettrace-match's rule) link to each other
+(nettrace.peer_frame) with the one-way latency (nettrace.oneway_ns); a
+receive before its send is flagged (nettrace.causality_violation, an
+expert warning), a send whose byte was received but not once per recorded
+send is ambiguous (nettrace.peer_ambiguous, an expert note). Links to
+later frames need two passes: tshark -2, or Wireshark after loading.
 
 Install:
   Wireshark: copy this file to your personal Lua plugins folder
@@ -520,10 +522,14 @@ local F = {
     oneway_ns = ProtoField.int64("nettrace.oneway_ns", "One-way latency: receiver STACK_ENTRY - sender SND_SW (ns)"),
     causality_violation = ProtoField.bool("nettrace.causality_violation",
         "Causality violation (received before sent: the hosts' clocks disagree)"),
-    peer_count = ProtoField.uint32("nettrace.peer_count", "Sender's skbs whose last byte this skb carries"),
-    peer_tskey = ProtoField.uint32("nettrace.peer_tskey", "Sender's skb: tskey (its last byte)"),
-    peer_sends = ProtoField.uint32("nettrace.peer_sends", "Times the sender sent this skb"),
-    peer_receptions = ProtoField.uint32("nettrace.peer_receptions", "Receptions linked to this send"),
+    peer_count = ProtoField.uint32("nettrace.peer_count", "Sends paired with this reception"),
+    peer_tskey = ProtoField.uint32("nettrace.peer_tskey", "Sender's skb: tskey"),
+    peer_sends = ProtoField.uint32("nettrace.peer_sends",
+        "Recorded sends of the send's last byte (within the peer window)"),
+    peer_receptions = ProtoField.uint32("nettrace.peer_receptions",
+        "Receptions of the send's last byte (within the peer window)"),
+    peer_ambiguous = ProtoField.string("nettrace.peer_ambiguous",
+        "Ambiguous send: receptions of its last byte do not match its recorded sends one for one"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -573,10 +579,16 @@ local E = {
     causality = ProtoExpert.new("nettrace.causality_violation.expert",
         "Causality violation: received before sent (the hosts' clocks disagree)",
         expert.group.SEQUENCE, expert.severity.WARN),
-    -- A range sent more than once: which send a reception belongs to is a
-    -- choice (the latest one before it), so say so.
+    -- A byte sent more than once: its sends and its receptions are paired
+    -- in order (first with first), so say so.
     peer_resent = ProtoExpert.new("nettrace.peer_sends.expert",
-        "Sent more than once: a reception links to the latest send at or before it",
+        "Last byte sent more than once: its k-th send pairs with its k-th reception",
+        expert.group.SEQUENCE, expert.severity.NOTE),
+    -- Copies of a byte received, but not one per recorded send: which is
+    -- whose cannot be told, so no link is made. A note: the trace is
+    -- intact, TCP just sent a copy untagged or lost one.
+    peer_ambiguous = ProtoExpert.new("nettrace.peer_ambiguous.expert",
+        "Ambiguous send: not linked (receptions of its last byte do not match its sends one for one)",
         expert.group.SEQUENCE, expert.severity.NOTE),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
@@ -592,6 +604,10 @@ proto.prefs.peer_links = Pref.bool("Link sends to receptions across hosts", true
     "Link each sender's SND_SW (or SND_HW) frame to the receiver's STACK_ENTRY frame of the same "
     .. "TCP bytes (nettrace.peer_frame), with the one-way latency (nettrace.oneway_ns) and causality "
     .. "violations; needs two passes (tshark -2) to show links to later frames")
+proto.prefs.peer_window_ms = Pref.uint("Peer matching window (ms)", 250,
+    "A send and a reception of its last byte are paired only within this much of each other on the "
+    .. "global time axis, as nettrace-match --window (default 250 ms): more than the longest one-way "
+    .. "delay plus the largest clock disagreement")
 proto.prefs.ip_stats = Pref.bool("Show flows in IP statistics", true,
     "Hand each event's flow, as a synthesized IPv4/IPv6 header (no such packet was captured), to "
     .. "Wireshark's IP dissector, so that Statistics > Conversations / Endpoints (IPv4, IPv6), "
@@ -896,45 +912,74 @@ end
 ------------------------------------------------------------------------------
 -- Cross-host peer links (TCP only).
 --
--- A sender's TX skb (tskey = sequence number of its last byte) is received
--- in the receiver's STACK_ENTRY skb of the same connection whose range
--- seq..end_seq carries that last byte. Both hosts write the flow as the
--- data travelled (TX: local -> remote; RX: sender -> receiver), so the key
--- is the same 4-tuple on both sides (an IPv4-mapped IPv6 pair counts as
--- IPv4: a dual-stack sender socket, an IPv4 packet on the wire). Rules
--- (docs/reading-a-trace.md, "Across hosts"):
---   * a send is an SND_SW frame; SND_HW frames count only for an skb with
---     no SND_SW at all (an SND_HW callback runs at TX completion, after the
---     packet left, so it could look later than the peer's receive);
---   * an RX STACK_ENTRY frame links to every sender skb whose last byte it
---     carries (GRO merges several), each to the latest send of that skb at
---     or before the receive on the global axis, or, when every send is
---     later (a causality violation), to the earliest send;
---   * a send links back to the earliest receive that linked to it.
--- oneway_ns = receive global_ns - send global_ns, signed.
+-- One rule with nettrace-match (tracer-match/src/matcher.rs; stated in
+-- docs/reading-a-trace.md, "Across hosts", and docs/matching.md): pairs are
+-- made by bytes, not by tags.
+--   * A send is an SND_SW frame; SND_HW frames count only for a sender skb
+--     (agent, cookie, tskey) with no SND_SW at all (an SND_HW callback runs
+--     at TX completion, after the packet left). It carries the bytes
+--     [seq, end_seq) its skb held at that callback (tx_flags RANGE), else
+--     (a version-1 event) the tskey byte alone, and follows its LAST byte
+--     b = end_seq - 1.
+--   * A reception is an RX STACK_ENTRY frame of a TCP skb with data,
+--     [seq, end_seq), on the same flow. Both hosts write the flow as the
+--     data travelled (TX: local -> remote; RX: sender -> receiver), so the
+--     key is the same 4-tuple on both sides (an IPv4-mapped IPv6 pair
+--     counts as IPv4: a dual-stack sender socket, an IPv4 packet on the
+--     wire).
+--   * For a send T following b: SENDS = the sends of the flow whose range
+--     holds b, RECV = the receptions of the flow holding b, both within
+--     +-W of T's global time and ordered by (global_ns, frame). With as
+--     many of each, T pairs with RECV[k], k its rank in SENDS: a path does
+--     not reorder the copies of one byte, so no clock is needed. With
+--     receptions but not as many, T is ambiguous, "unrecorded_send" (more
+--     receptions: a copy went out untagged) or "lost_copy" (fewer: one was
+--     lost before the stack), and no link is made. With none, T was not
+--     received. W is the preference peer_window_ms (nettrace-match
+--     --window, default 250 ms).
+--   * A send links to its reception; a reception lists every send paired
+--     with it (a GRO skb carries several).
+-- oneway_ns = reception global_ns - send global_ns, signed; a negative one
+-- is a causality violation, which under this rule means the clocks
+-- disagree (never a wrong choice among copies).
 --
 -- The first pass (pinfo.visited false, frame order) only fills the index;
 -- every dissection reads the links from it, so a re-dissection (tshark -2,
 -- a click in the GUI after loading) sees links to later frames, and a
--- single pass shows each link on the later of its two frames only.
--- Lookups are binary searches in per-flow arrays sorted by unwrapped
--- sequence number: O(log n) per frame plus the skbs found.
+-- single pass shows what the frames so far give (a link only on the later
+-- of its two frames). Per flow, sends are kept by last byte (a sorted
+-- array of distinct bytes, each with its sends) and receptions by first
+-- byte: gathering the copies of a byte is a binary search plus the items
+-- within the flow's longest range, done once per byte and state of the
+-- index and shared by the byte's sends; a send's pairing is then binary
+-- searches by time. Both are cached until the index grows (on a second
+-- pass: computed once).
 ------------------------------------------------------------------------------
 -- Sequence numbers of one flow, on both hosts, are unwrapped into one
 -- number line (doubles hold them exactly) starting here.
 local PEER_SEQ_BASE = 2 ^ 40
--- An RX range longer than this is not indexed: no GRO/BIG TCP skb is that
--- long, and one bogus range would make every backwards scan long.
-local PEER_MAX_RX_LEN = 16 * 1024 * 1024
--- Sender skbs listed on one RX frame (all are counted in peer_count).
+-- A range longer than this is not indexed as one (a reception is skipped,
+-- a send counts as its tskey byte): nettrace-match's MAX_SKB_SPAN, far
+-- above any GRO/BIG TCP skb, and one bogus range would make every scan of
+-- its flow long.
+local PEER_MAX_SPAN = 4 * 1024 * 1024
+-- Sends listed on one RX frame (all are counted in peer_count), and
+-- ambiguous sends shown there.
 local PEER_MAX_SHOWN = 64
 local V4_MAPPED = string.rep("\0", 10) .. "\255\255"
 
-local peer_flows = {} -- flow key -> { tx_keys, tx, rx, rx_maxlen, ref_s, ref_x }
-local peer_memo = {} -- frame -> index -> { flow, tx = send or rx = skb, x }
+-- flow key -> { tx_keys, tx, tx_maxlen, rx, rx_maxlen, ref_s, ref_x }
+local peer_flows = {}
+local peer_memo = {} -- frame -> index -> { flow, tx = send or rx = reception }
+local peer_skbs = {} -- "agent:cookie:tskey" -> { nsw = SND_SW frames }
+-- Times are kept as exact doubles: ns since the first indexed event.
+local peer_base = nil
+-- Items indexed so far: the order of each item, and the version of the
+-- index that cached pairings belong to.
+local peer_gen = 0
 
 local function reset_peer_state()
-    peer_flows, peer_memo = {}, {}
+    peer_flows, peer_memo, peer_skbs, peer_base, peer_gen = {}, {}, {}, nil, 0
 end
 
 -- The connection key of an event whose reader `b` has family, saddr,
@@ -957,7 +1002,7 @@ end
 local function peer_flow(key)
     local f = peer_flows[key]
     if f == nil then
-        f = { tx_keys = {}, tx = {}, rx = {}, rx_maxlen = 0 }
+        f = { tx_keys = {}, tx = {}, tx_maxlen = 1, rx = {}, rx_maxlen = 0 }
         peer_flows[key] = f
     end
     return f
@@ -978,6 +1023,21 @@ local function peer_unwrap(f, s)
     end
     f.ref_s, f.ref_x = s, x
     return x
+end
+
+-- Global time `ns` (UInt64) as an exact double: ns since the first event
+-- indexed (exact while a trace spans less than 2^53 ns, 104 days).
+local function peer_time(ns)
+    if peer_base == nil then
+        peer_base = ns
+    end
+    return signed_diff(ns, peer_base):tonumber()
+end
+
+-- The next item's order (and a new version of the index).
+local function peer_next()
+    peer_gen = peer_gen + 1
+    return peer_gen
 end
 
 -- Inserts `v` into `list`, kept sorted by less(a, b), after its equals.
@@ -1010,32 +1070,58 @@ end
 
 local function number_key(v) return v end
 local function start_key(r) return r.s end
+local function time_key(v) return v.t end
 local function by_number(a, b) return a < b end
 local function by_start(a, b) return a.s < b.s end
-local function by_ns(a, b) return a.ns < b.ns end
+-- The order of copies of one byte: global time, then index order.
+local function by_time(a, b) return a.t < b.t or (a.t == b.t and a.order < b.order) end
 
--- Records a send (SND_SW or SND_HW frame) of tskey `tskey`.
-local function peer_add_tx(f, tskey, stage, ns, frame)
-    local x = peer_unwrap(f, tskey)
-    local t = f.tx[x]
-    if t == nil then
-        t = { tskey = tskey, sw = {}, hw = {} }
-        f.tx[x] = t
-        sorted_insert(f.tx_keys, x, by_number)
-    end
-    local send = { frame = frame, ns = ns }
-    sorted_insert(stage == STAGE.SND_SW and t.sw or t.hw, send, by_ns)
-    return x, send
+-- The peer window in ns (the preference).
+local function peer_window_ns()
+    return proto.prefs.peer_window_ms * 1e6
 end
 
--- Records a received data skb (STACK_ENTRY) seq..end_seq.
+-- The sender skb an event belongs to (agent, cookie, tskey).
+local function peer_skb(agent, cookie, tskey)
+    local key = string.format("%s:%s:%d", tostring(agent), tostring(cookie), tskey)
+    local skb = peer_skbs[key]
+    if skb == nil then
+        skb = { nsw = 0 }
+        peer_skbs[key] = skb
+    end
+    return skb
+end
+
+-- Records a send of sender skb `skb` holding the unwrapped bytes
+-- [s, s + len).
+local function peer_add_tx(f, skb, sw, s, len, tskey, ns, frame)
+    local b = s + len - 1
+    local send = { s = s, b = b, tskey = tskey, skb = skb, sw = sw, ns = ns, t = peer_time(ns),
+        frame = frame, order = peer_next() }
+    if sw then
+        skb.nsw = skb.nsw + 1
+    end
+    local at = f.tx[b]
+    if at == nil then
+        at = {}
+        f.tx[b] = at
+        sorted_insert(f.tx_keys, b, by_number)
+    end
+    at[#at + 1] = send
+    if len > f.tx_maxlen then
+        f.tx_maxlen = len
+    end
+    return send
+end
+
+-- Records a reception (STACK_ENTRY of a data skb) seq..end_seq.
 local function peer_add_rx(f, seq, end_seq, ns, frame)
     local len = (end_seq - seq) % SEQ_SPACE
-    if len == 0 or len > PEER_MAX_RX_LEN then
+    if len == 0 or len > PEER_MAX_SPAN then
         return nil
     end
     local s = peer_unwrap(f, seq)
-    local r = { s = s, e = s + len, ns = ns, frame = frame }
+    local r = { s = s, e = s + len, ns = ns, t = peer_time(ns), frame = frame, order = peer_next() }
     sorted_insert(f.rx, r, by_start)
     if len > f.rx_maxlen then
         f.rx_maxlen = len
@@ -1043,61 +1129,124 @@ local function peer_add_rx(f, seq, end_seq, ns, frame)
     return r
 end
 
--- The sends that count for a sender skb: its SND_SW frames, else SND_HW.
-local function peer_sends(t)
-    if #t.sw > 0 then
-        return t.sw
-    end
-    return t.hw
+-- Whether a send counts: an SND_SW, or an SND_HW of an skb without one.
+local function peer_counts(send)
+    return send.sw or send.skb.nsw == 0
 end
 
--- The send of `sends` (sorted by time) a receive at `ns` links to: the
--- latest at or before it, else the earliest.
-local function peer_choose(sends, ns)
-    local pick = sends[1]
-    for i = 2, #sends do
-        if sends[i].ns <= ns then
-            pick = sends[i]
-        else
-            break
-        end
-    end
-    return pick
-end
-
--- The sender skbs whose last byte RX skb `r` carries, in sequence order:
--- { tskey, send, sends = number of sends }.
-local function peer_of_rx(f, r)
+-- The sends of flow `f` that count and hold byte x, by time.
+local function peer_sends_holding(f, x)
     local out, keys = {}, f.tx_keys
-    local i = bound(keys, r.s, number_key)
-    while i <= #keys and keys[i] < r.e do
-        local t = f.tx[keys[i]]
-        local sends = peer_sends(t)
-        out[#out + 1] = { tskey = t.tskey, send = peer_choose(sends, r.ns), sends = #sends }
+    local i = bound(keys, x, number_key)
+    -- A send holding x ends at most its length past it.
+    while i <= #keys and keys[i] < x + f.tx_maxlen do
+        for _, s in ipairs(f.tx[keys[i]]) do
+            if s.s <= x and peer_counts(s) then
+                out[#out + 1] = s
+            end
+        end
         i = i + 1
     end
+    table.sort(out, by_time)
     return out
 end
 
--- The receive that send `send` of the skb at `x` links to (the earliest
--- one that chose it), the number of receives that chose it, and the
--- skb's number of sends.
-local function peer_of_tx(f, x, send)
-    local sends = peer_sends(f.tx[x])
-    local rx = f.rx
-    local best, count = nil, 0
-    local j = bound(rx, x, start_key, true) - 1 -- last skb starting at or before x
+-- The receptions of flow `f` holding byte x, by time.
+local function peer_receptions_holding(f, x)
+    local out, rx = {}, f.rx
+    local j = bound(rx, x, start_key, true) - 1 -- last one starting at or before x
     while j >= 1 and rx[j].s + f.rx_maxlen > x do
         local r = rx[j]
-        if r.e > x and peer_choose(sends, r.ns) == send then
-            count = count + 1
-            if best == nil or r.ns < best.ns or (r.ns == best.ns and r.frame < best.frame) then
-                best = r
-            end
+        if r.e > x then
+            out[#out + 1] = r
         end
         j = j - 1
     end
-    return best, count, #sends
+    table.sort(out, by_time)
+    return out
+end
+
+-- The copies of byte x, the last byte of the sends in `bucket` (f.tx[x]):
+-- { sends, recvs }, each by time. Cached on the bucket until the index
+-- grows, so the sends of one byte share one scan.
+local function peer_copies(f, x, bucket)
+    local c = bucket.copies
+    if c == nil or c.gen ~= peer_gen then
+        c = { gen = peer_gen, sends = peer_sends_holding(f, x), recvs = peer_receptions_holding(f, x) }
+        bucket.copies = c
+    end
+    return c
+end
+
+-- Index of `item` in `list`, which holds it and is sorted by_time.
+local function peer_rank(list, item)
+    local lo, hi = 1, #list
+    while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        if by_time(list[mid], item) then
+            lo = mid + 1
+        else
+            hi = mid
+        end
+    end
+    return lo
+end
+
+-- The pairing of `send` (of flow `f`): false when it does not count or
+-- nothing received its last byte within the window, else { nsends, nrecv,
+-- rx = its reception, or why = "unrecorded_send" / "lost_copy" }.
+local function peer_pair(f, send)
+    local w = peer_window_ns()
+    if send.gen == peer_gen and send.w == w then
+        return send.pair
+    end
+    local pair = false
+    if peer_counts(send) then
+        local c = peer_copies(f, send.b, f.tx[send.b])
+        local lo, hi = send.t - w, send.t + w
+        -- Those within [lo, hi]: a slice of each list.
+        local r1 = bound(c.recvs, lo, time_key)
+        local nrecv = bound(c.recvs, hi, time_key, true) - r1
+        if nrecv > 0 then
+            local s1 = bound(c.sends, lo, time_key)
+            local nsends = bound(c.sends, hi, time_key, true) - s1
+            pair = { nsends = nsends, nrecv = nrecv }
+            if nsends == nrecv then
+                -- The send's own place among them (it is one of them).
+                local k = peer_rank(c.sends, send)
+                pair.rx = c.recvs[r1 + (k - s1)]
+            elseif nrecv > nsends then
+                pair.why = "unrecorded_send"
+            else
+                pair.why = "lost_copy"
+            end
+        end
+    end
+    send.gen, send.w, send.pair = peer_gen, w, pair
+    return pair
+end
+
+-- The sends paired with reception `r`, and the ambiguous sends whose last
+-- byte it holds (within the window), each in sequence order:
+-- { send, pair }.
+local function peer_of_rx(f, r)
+    local linked, ambiguous = {}, {}
+    local keys, w = f.tx_keys, peer_window_ns()
+    local i = bound(keys, r.s, number_key)
+    while i <= #keys and keys[i] < r.e do
+        for _, s in ipairs(f.tx[keys[i]]) do
+            if math.abs(s.t - r.t) <= w then
+                local p = peer_pair(f, s)
+                if p and p.rx == r then
+                    linked[#linked + 1] = { send = s, pair = p }
+                elseif p and p.why then
+                    ambiguous[#ambiguous + 1] = { send = s, pair = p }
+                end
+            end
+        end
+        i = i + 1
+    end
+    return linked, ambiguous
 end
 
 -- The index entry of event `index` of this frame: made on the first pass
@@ -1122,39 +1271,70 @@ local function add_violation(item, range, oneway, what)
         what, format_ns(-oneway):sub(2)))
 end
 
+-- How many sends and receptions of a byte, for an expert message.
+local function peer_copies(p)
+    return string.format("%d recorded send%s and %d reception%s of its last byte within ±%d ms",
+        p.nsends, p.nsends == 1 and "" or "s", p.nrecv, p.nrecv == 1 and "" or "s",
+        proto.prefs.peer_window_ms)
+end
+
+-- The unwrapped bytes a send of this TX event stands for: its range at
+-- the callback (version 2, RANGE), else its tskey byte. Returns start, length.
+local function peer_tx_range(f, b, flags, tskey)
+    if bit32.band(flags, LAYOUT.tx_flag_range) ~= 0 then
+        local seq = b("seq"):le_uint()
+        local len = (b("end_seq"):le_uint() - seq) % SEQ_SPACE
+        if len > 0 and len <= PEER_MAX_SPAN then
+            return peer_unwrap(f, seq), len
+        end
+    end
+    return peer_unwrap(f, tskey), 1
+end
+
 -- Peer links of a TX frame (a send); returns the Info suffix or "".
-local function peer_show_tx(tree, range, pinfo, index, b, stage, ns)
+-- `ctx` = { agent, index }; `flags` = tx_flags (0 for version 1).
+local function peer_show_tx(tree, range, pinfo, ctx, b, stage, ns, flags)
     if not proto.prefs.peer_links or (stage ~= STAGE.SND_SW and stage ~= STAGE.SND_HW) then
         return ""
     end
-    local entry = peer_entry(pinfo, index, function()
+    local entry = peer_entry(pinfo, ctx.index, function()
         local key = peer_flow_key(b)
         if key == nil then
             return nil
         end
         local f = peer_flow(key)
-        local x, send = peer_add_tx(f, b("tskey"):le_uint(), stage, ns, pinfo.number)
-        return { flow = f, x = x, tx = send }
+        local tskey = b("tskey"):le_uint()
+        local s, len = peer_tx_range(f, b, flags, tskey)
+        local skb = peer_skb(ctx.agent, b("cookie"):le_uint64(), tskey)
+        return { flow = f, tx = peer_add_tx(f, skb, stage == STAGE.SND_SW, s, len, tskey, ns, pinfo.number) }
     end)
     if entry == nil then
         return ""
     end
-    local r, count, nsends = peer_of_tx(entry.flow, entry.x, entry.tx)
-    if r == nil then
+    local p = peer_pair(entry.flow, entry.tx)
+    if not p then
         return ""
     end
+    if p.why ~= nil then
+        local item = tree:add(F.peer_ambiguous, range, p.why)
+        item:set_generated()
+        item:add_proto_expert_info(E.peer_ambiguous, string.format(
+            "Ambiguous send (%s): %s, so which is whose cannot be told: not linked", p.why, peer_copies(p)))
+        tree:add(F.peer_sends, range, p.nsends):set_generated()
+        tree:add(F.peer_receptions, range, p.nrecv):set_generated()
+        return " [ambiguous: " .. p.why .. "]"
+    end
+    local r = p.rx
     local oneway = signed_diff(r.ns, ns)
     local item = tree:add(F.peer_frame, range, r.frame)
     item:set_generated()
     item:append_text(" (received there; one-way " .. format_ns(oneway) .. ")")
     tree:add(F.oneway_ns, range, oneway):set_generated()
-    if count > 1 then
-        tree:add(F.peer_receptions, range, count):set_generated()
-    end
-    if nsends > 1 then
-        local resent = tree:add(F.peer_sends, range, nsends)
+    if p.nsends > 1 then
+        local resent = tree:add(F.peer_sends, range, p.nsends)
         resent:set_generated()
         resent:add_proto_expert_info(E.peer_resent)
+        tree:add(F.peer_receptions, range, p.nrecv):set_generated()
     end
     local suffix = string.format(" ⇒ frame %d (one-way %s)", r.frame, format_ns(oneway))
     if r.ns < ns then
@@ -1162,6 +1342,28 @@ local function peer_show_tx(tree, range, pinfo, index, b, stage, ns)
         suffix = suffix .. " [causality violation]"
     end
     return suffix
+end
+
+-- Ambiguous sends whose last byte reception frame holds: a field each
+-- (the first PEER_MAX_SHOWN) and the Info suffix.
+local function peer_show_ambiguous(tree, range, ambiguous)
+    local reasons, seen_reason = {}, {}
+    for i, a in ipairs(ambiguous) do
+        local why = a.pair.why
+        if i <= PEER_MAX_SHOWN then
+            local item = tree:add(F.peer_ambiguous, range, why)
+            item:set_generated()
+            item:append_text(string.format(" (send in frame %d, tskey %d)", a.send.frame, a.send.tskey))
+            item:add_proto_expert_info(E.peer_ambiguous, string.format(
+                "Holds the last byte of an ambiguous send (frame %d, %s): %s: not linked",
+                a.send.frame, why, peer_copies(a.pair)))
+        end
+        if not seen_reason[why] then
+            seen_reason[why] = true
+            reasons[#reasons + 1] = why
+        end
+    end
+    return " [ambiguous: " .. table.concat(reasons, ",") .. "]"
 end
 
 -- Peer links of an RX STACK_ENTRY frame of a TCP skb; returns the Info
@@ -1182,48 +1384,52 @@ local function peer_show_rx(tree, range, pinfo, index, b, seq, end_seq, ns)
     if entry == nil then
         return ""
     end
-    local peers = peer_of_rx(entry.flow, entry.rx)
-    if #peers == 0 then
-        return ""
-    end
-    local sub = tree:add(F.peer_count, range, #peers)
-    sub:set_generated()
-    local lo, hi, late = nil, nil, 0
-    for i, p in ipairs(peers) do
-        local oneway = signed_diff(ns, p.send.ns)
-        if i <= PEER_MAX_SHOWN then
-            local item = sub:add(F.peer_frame, range, p.send.frame)
-            item:set_generated()
-            item:append_text(string.format(" (sent there: tskey %d; one-way %s)", p.tskey, format_ns(oneway)))
-            item:add(F.peer_tskey, range, p.tskey):set_generated()
-            item:add(F.oneway_ns, range, oneway):set_generated()
-            if p.sends > 1 then
-                local resent = item:add(F.peer_sends, range, p.sends)
-                resent:set_generated()
-                resent:add_proto_expert_info(E.peer_resent)
+    local peers, ambiguous = peer_of_rx(entry.flow, entry.rx)
+    local suffix = ""
+    if #peers > 0 then
+        local sub = tree:add(F.peer_count, range, #peers)
+        sub:set_generated()
+        local lo, hi, late = nil, nil, 0
+        for i, p in ipairs(peers) do
+            local send = p.send
+            local oneway = signed_diff(ns, send.ns)
+            if i <= PEER_MAX_SHOWN then
+                local item = sub:add(F.peer_frame, range, send.frame)
+                item:set_generated()
+                item:append_text(string.format(" (sent there: tskey %d; one-way %s)", send.tskey,
+                    format_ns(oneway)))
+                item:add(F.peer_tskey, range, send.tskey):set_generated()
+                item:add(F.oneway_ns, range, oneway):set_generated()
+                if p.pair.nsends > 1 then
+                    local resent = item:add(F.peer_sends, range, p.pair.nsends)
+                    resent:set_generated()
+                    resent:add_proto_expert_info(E.peer_resent)
+                end
+                if ns < send.ns then
+                    add_violation(item, range, oneway, "received")
+                end
             end
-            if ns < p.send.ns then
-                add_violation(item, range, oneway, "received")
+            if ns < send.ns then
+                late = late + 1
             end
+            lo = (lo == nil or oneway < lo) and oneway or lo
+            hi = (hi == nil or oneway > hi) and oneway or hi
         end
-        if ns < p.send.ns then
-            late = late + 1
+        if #peers > PEER_MAX_SHOWN then
+            sub:append_text(string.format(" (first %d listed)", PEER_MAX_SHOWN))
         end
-        lo = (lo == nil or oneway < lo) and oneway or lo
-        hi = (hi == nil or oneway > hi) and oneway or hi
+        if #peers == 1 then
+            suffix = string.format(" ⇐ frame %d (one-way %s)", peers[1].send.frame, format_ns(lo))
+        else
+            suffix = string.format(" ⇐ frames %d..%d (%d skbs, one-way %s..%s)", peers[1].send.frame,
+                peers[#peers].send.frame, #peers, format_ns(lo), format_ns(hi))
+        end
+        if late > 0 then
+            suffix = suffix .. " [causality violation]"
+        end
     end
-    if #peers > PEER_MAX_SHOWN then
-        sub:append_text(string.format(" (first %d listed)", PEER_MAX_SHOWN))
-    end
-    local suffix
-    if #peers == 1 then
-        suffix = string.format(" ⇐ frame %d (one-way %s)", peers[1].send.frame, format_ns(lo))
-    else
-        suffix = string.format(" ⇐ frames %d..%d (%d skbs, one-way %s..%s)", peers[1].send.frame,
-            peers[#peers].send.frame, #peers, format_ns(lo), format_ns(hi))
-    end
-    if late > 0 then
-        suffix = suffix .. " [causality violation]"
+    if #ambiguous > 0 then
+        suffix = suffix .. peer_show_ambiguous(tree, range, ambiguous)
     end
     return suffix
 end
@@ -1449,7 +1655,8 @@ local function dissect_tx(body, pinfo, tree, ctx)
     if lat.own ~= nil then
         summary = summary .. " " .. format_ns(lat.own.value)
     end
-    return summary .. peer_show_tx(tree, b("global_ns"), pinfo, ctx.index, b, stage, b("global_ns"):le_uint64())
+    return summary .. peer_show_tx(tree, b("global_ns"), pinfo, ctx, b, stage, b("global_ns"):le_uint64(),
+        flags)
 end
 
 -- freq_ppb as the sink's summary prints it (Rust "{:+.1}").

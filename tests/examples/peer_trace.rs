@@ -1,9 +1,10 @@
 //! Writes a large synthetic two-host trace for the dissector benchmark
 //! (bench/dissector-peer.sh): FLOWS interleaved TCP flows from host-a to
-//! host-b; per sender skb SENDMSG, SCHED, SND_SW and ACK on host-a; per
-//! three skbs one GRO-merged received skb on host-b with its five RX stages;
-//! one skb in a hundred sent twice. Frames in global time order, as the sink
-//! writes them.
+//! host-b; per sender skb SENDMSG, SCHED, SND_SW and ACK on host-a (TX
+//! body version 2: each with the skb's byte range); per three skbs one
+//! GRO-merged received skb on host-b with its five RX stages; one skb in a
+//! hundred sent twice (two sends, one copy: ambiguous). Frames in global
+//! time order, as the sink writes them.
 //!
 //! ```text
 //! cargo run --release -p tracer-e2e --example peer_trace -- OUT.pcapng [SKBS] [FLOWS]
@@ -21,7 +22,9 @@ use pcap_file::pcapng::blocks::interface_description::{
 };
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
-use tracer_codec::{CaptureRecord, EventKind, Flow, RxEvent, RxStage, TxEvent, TxStage};
+use tracer_codec::{
+    CaptureRecord, EventKind, Flow, RxEvent, RxStage, TxEvent, TxStage, TX_FLAG_RANGE,
+};
 
 /// Bytes per sender skb and sender skbs per received (GRO) skb.
 const SKB: u32 = 16_384;
@@ -69,11 +72,10 @@ fn main() {
                     global_ns: ns,
                     cookie: u64::from(fl) + 1,
                     tskey,
-                    seq: if matches!(stage, TxStage::Sendmsg | TxStage::Ack) {
-                        seq
-                    } else {
-                        0
-                    },
+                    // Version 2: every callback carries the skb's bytes.
+                    seq,
+                    end_seq: seq.wrapping_add(SKB),
+                    tx_flags: TX_FLAG_RANGE,
                     stage: stage as u8,
                     ..TxEvent::default()
                 };

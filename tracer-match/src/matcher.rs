@@ -346,17 +346,23 @@ impl Matcher {
         );
         let skb = self.tx_entry(key, ts);
         let index = skb.sent;
+        // The tag's byte is not in what this send carried: TCP moved it
+        // into an earlier skb (tcp_grow_skb() takes the head of the next,
+        // tagged skb and leaves the tag behind), which left unstamped.
+        let moved = range.is_some_and(|(s, end)| e.tskey.wrapping_sub(s) >= end.wrapping_sub(s));
         // A first transmission that nobody stamped is never shown as one:
         // the SENDMSG of a tag on an skb already sent, or of bytes an
-        // earlier transmission carried, does not start this one's life.
+        // earlier transmission carried, does not start this one's life,
+        // nor does a SENDMSG whose byte left in another skb.
         let retransmit = index > 0 || resent || skb.tagged_sent;
+        let own_sendmsg = !retransmit && !moved;
         let a = Attempt {
             id,
             key,
             flow,
             t: ts,
             sw,
-            sendmsg: if retransmit { None } else { skb.sendmsg },
+            sendmsg: if own_sendmsg { skb.sendmsg } else { None },
             sched: std::mem::take(&mut skb.sched),
             tx_hw_ns: if sw { 0 } else { e.hw_ns },
             index,
@@ -368,6 +374,9 @@ impl Matcher {
         skb.sent += 1;
         skb.ids.push(id);
         self.pending.push_back(a);
+        if moved && index == 0 {
+            self.host(key.0).tags_moved += 1;
+        }
     }
 
     fn on_rx(&mut self, host: HostId, ts: u64, e: &RxEvent, locked: bool) {

@@ -77,6 +77,9 @@ pub struct HostReport {
     /// TX tags the kernel put on an skb already sent (its first
     /// transmission was not stamped).
     pub sendmsg_already_sent: u64,
+    /// Tags whose first stamped send did not carry their byte (TCP moved
+    /// it into an earlier, unstamped skb): their SENDMSG starts no life.
+    pub tags_moved: u64,
     /// Clock claims.
     pub clock: ClockReport,
 }
@@ -310,6 +313,7 @@ pub fn build(
                 retransmit_events: s.retransmit_events,
                 sendmsg_never_sent: s.sendmsg_never_sent,
                 sendmsg_already_sent: s.sendmsg_already_sent,
+                tags_moved: s.tags_moved,
                 clock: ClockReport {
                     source: c.source.map(clock_source_name),
                     state: c.state.map(clock_state_name),

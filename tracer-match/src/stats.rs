@@ -346,6 +346,9 @@ pub struct HostStats {
     /// SENDMSG tags the kernel put on an skb already sent (the whole write
     /// went out inside the call): their first transmission is unstamped.
     pub sendmsg_already_sent: u64,
+    /// Tags whose first stamped send did not carry their byte: TCP had
+    /// moved it into an earlier skb, which left unstamped.
+    pub tags_moved: u64,
     /// TCP RETRANSMIT events it recorded.
     pub retransmit_events: u64,
 }

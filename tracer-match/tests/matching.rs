@@ -666,3 +666,28 @@ fn bytes_sent_inside_an_earlier_skb_pair_with_that_transmission() {
     let first_gap = d.stages.iter().find(|s| s.gap == "SENDMSG→SCHED").unwrap();
     assert!(first_gap.dist.is_none(), "{first_gap:?}");
 }
+
+#[test]
+fn a_tag_left_behind_by_tcp_grow_skb_follows_the_bytes_it_sent() {
+    // SENDMSG tags [2000, 3000) (tskey 2999). tcp_grow_skb() moves those
+    // bytes into the head skb [1000, 3000), which leaves untagged (no TX
+    // event) and arrives at t + 12 µs; the tag stays on the next skb and
+    // fires when [3000, 4000) goes out at t + 40 µs. Following tskey would
+    // pair that send with the reception at t + 12 µs: a violation of
+    // 28 µs on one clock. By bytes it is paired with [3000, 4000), and
+    // its SENDMSG, whose byte left unstamped, starts no life.
+    let t = 1_000_000_000_000;
+    let r = run_events(vec![
+        ("a", t, tx_v2(TxStage::Sendmsg, 2999, 2000, 3000, 0)),
+        ("b", t + 12_000, rx_ab(1000, 3000)),
+        ("a", t + 40_000, tx_v2(TxStage::SndSw, 2999, 3000, 4000, 0)),
+        ("b", t + 41_000, rx_ab(3000, 4000)),
+    ]);
+    let d = dir(&r, "a", "b");
+    assert_eq!((d.sent, d.matched, d.violations.count), (1, 1, 0));
+    let ow = d.one_way.unwrap();
+    assert_eq!((ow.min_ns, ow.max_ns), (1_000, 1_000));
+    let first_gap = d.stages.iter().find(|s| s.gap == "SENDMSG→SCHED").unwrap();
+    assert!(first_gap.dist.is_none(), "{first_gap:?}");
+    assert_eq!(r.hosts[0].tags_moved, 1);
+}
