@@ -304,3 +304,83 @@ fn keyed_exchange_works_and_forged_or_unkeyed_answers_are_refused() {
         assert!(forger.join().unwrap() >= 4, "the forger did answer");
     }
 }
+
+/// A UDP socket on `addr` with SO_REUSEADDR, so that a second one can bind
+/// the same address and port: the forger below sends from the responder's
+/// address and port, as a spoofing attacker does, without sharing the
+/// responder's socket (whose own sends would queue TX stamps there).
+fn reusable_socket(addr: std::net::SocketAddrV4) -> UdpSocket {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a new socket this function owns; the option and address
+    // structs live across the calls that read them.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let one: libc::c_int = 1;
+        let rc = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        assert_eq!(rc, 0, "SO_REUSEADDR: {}", std::io::Error::last_os_error());
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: addr.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*addr.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let rc = libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(rc, 0, "bind {addr}: {}", std::io::Error::last_os_error());
+        UdpSocket::from_raw_fd(fd)
+    }
+}
+
+/// One burst of forged answers (junk from the responder's address and
+/// port, as an attacker spoofing it sends them) fills the client's receive
+/// queue. The kernel charges TX timestamps to that queue: unless the client
+/// reads the junk away, no TX stamp can be queued again and every later
+/// exchange times out, for good.
+#[test]
+fn a_burst_of_forged_answers_does_not_freeze_the_exchange() {
+    let sock = reusable_socket("127.0.0.1:0".parse().unwrap());
+    let addr = sock.local_addr().unwrap();
+    let std::net::SocketAddr::V4(addr4) = addr else {
+        unreachable!()
+    };
+    let _worker = spawn_responder(sock, GlobalClock::fixed(0), StampMode::Kernel).unwrap();
+    let cfg = ExchangeConfig {
+        burst: 4,
+        timeout: std::time::Duration::from_millis(50),
+        ..Default::default()
+    };
+    let mut c = ExchangeClient::connect(addr, cfg).unwrap();
+    c.sample().expect("a sample before the burst");
+    let target = c.local_addr().unwrap();
+    let forger = reusable_socket(addr4);
+    let mut junk = [0u8; 60];
+    for i in 0..2_000u32 {
+        for (k, b) in junk.iter_mut().enumerate() {
+            *b = (i.wrapping_mul(2_654_435_761) >> (k % 24)) as u8;
+        }
+        // A full queue drops the rest: that is the point.
+        let _ = forger.send_to(&junk, target);
+    }
+    drop(forger);
+    for k in 0..5 {
+        c.sample()
+            .unwrap_or_else(|e| panic!("sample {k} after the burst: {e} ({:?})", c.stats()));
+    }
+    let s = c.stats();
+    assert!(
+        s.malformed >= 100 && s.drained >= 100,
+        "junk read away and counted: {s:?}"
+    );
+}

@@ -10,7 +10,8 @@ use crate::error::ClockError;
 use crate::source::exchange::msg::{Kind, Message, FLAG_SYNCED};
 use crate::source::exchange::phcmap::PhcMap;
 use crate::source::exchange::socket::{
-    enable_timestamping, recv_message, send_stamped, StampMode, HARDWARE_FLAGS, SOFTWARE_FLAGS,
+    drain_queued, enable_timestamping, recv_message, send_stamped, StampMode, HARDWARE_FLAGS,
+    SOFTWARE_FLAGS,
 };
 use crate::source::exchange::stamps::{min_delay, Exchange};
 use crate::source::exchange::stats::ExchangeStats;
@@ -128,6 +129,11 @@ impl ExchangeClient {
         })
     }
 
+    /// The client socket's local address (where answers come to).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
     /// Counters.
     pub fn stats(&self) -> ExchangeStats {
         self.stats
@@ -151,6 +157,9 @@ impl ExchangeClient {
     }
 
     fn try_exchange(&mut self) -> Result<Exchange, ClockError> {
+        // Whatever queued up since the last exchange is not for this one:
+        // read it away first, so the TX stamps below find room.
+        drain_queued(&self.sock, self.cfg.auth.as_ref(), &mut self.stats)?;
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let inj = self.cfg.injection;
@@ -225,7 +234,7 @@ impl ExchangeClient {
                 self.cfg.mode,
                 deadline,
                 self.cfg.auth.as_ref(),
-                &mut self.stats.unauthenticated,
+                &mut self.stats,
             )?
             else {
                 return Err(ClockError::Timeout(if self.cfg.auth.is_some() {

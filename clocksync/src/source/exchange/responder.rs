@@ -115,7 +115,7 @@ impl Responder {
             self.mode,
             deadline,
             self.auth.as_ref(),
-            &mut self.stats.unauthenticated,
+            &mut self.stats,
         )?
         else {
             return Ok(false);

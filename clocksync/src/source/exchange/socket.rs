@@ -10,6 +10,7 @@ use std::time::Instant;
 use crate::bracket::{now_ns, ClockId};
 use crate::error::ClockError;
 use crate::source::exchange::msg::Message;
+use crate::source::exchange::stats::ExchangeStats;
 
 /// Software stamps only: what veth, loopback and every NIC offer. OPT_ID
 /// keys each TX stamp to its datagram; OPT_TSONLY echoes no payload.
@@ -288,15 +289,70 @@ pub(crate) fn send_stamped(
     }
 }
 
+/// Most datagrams read away before one exchange: a full default receive
+/// queue holds about 300 small ones, so this empties it with room to
+/// spare, and bounds the work a flood can cause per exchange.
+pub(crate) const DRAIN_MAX: usize = 4096;
+
+/// Read away, without waiting, what queued up on `sock` since the last
+/// exchange (nothing an exchange still waits for: each one ends with its
+/// answers read or timed out), counting each datagram by reason in
+/// `stats`, and drop stale TX stamps of timed-out exchanges. The kernel
+/// charges TX timestamps to the same receive buffer: junk left there (a
+/// burst of forged answers) would starve every later exchange of its TX
+/// stamp. Bounded by [`DRAIN_MAX`].
+pub(crate) fn drain_queued(
+    sock: &UdpSocket,
+    auth: Option<&tracer_auth::MacKey>,
+    stats: &mut ExchangeStats,
+) -> Result<(), ClockError> {
+    let mut buf = [0u8; 128];
+    for _ in 0..DRAIN_MAX {
+        match recv_stamped(sock, &mut buf, false) {
+            Ok(r) => {
+                stats.drained += 1;
+                count_refused(
+                    Message::open(&buf[..r.len.min(buf.len())], auth).err(),
+                    stats,
+                );
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            // An ICMP error of an earlier send (responder not up yet):
+            // the exchange itself reports it if it persists.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+            Err(e) => return Err(ClockError::io("recvmsg", e)),
+        }
+    }
+    let mut stamp = [0u8; 64];
+    for _ in 0..DRAIN_MAX {
+        if recv_stamped(sock, &mut stamp, true).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Count a message the exchange does not use, by why: `None` is a valid
+/// message that no exchange waits for (stale).
+fn count_refused(err: Option<ClockError>, stats: &mut ExchangeStats) {
+    match err {
+        None => stats.ignored += 1,
+        Some(ClockError::Message(crate::error::MessageError::Unauthenticated)) => {
+            stats.unauthenticated += 1
+        }
+        Some(_) => stats.malformed += 1,
+    }
+}
+
 /// Receive one protocol message with its realtime RX stamp. With `auth`,
 /// messages whose tag is missing or wrong are dropped and counted in
-/// `unauthenticated`.
+/// `unauthenticated`; datagrams that are no message, in `malformed`.
 pub(crate) fn recv_message(
     sock: &UdpSocket,
     mode: StampMode,
     deadline: Instant,
     auth: Option<&tracer_auth::MacKey>,
-    unauthenticated: &mut u64,
+    stats: &mut ExchangeStats,
 ) -> Result<Option<(Message, u64, Option<SocketAddr>)>, ClockError> {
     let mut buf = [0u8; 128];
     loop {
@@ -309,13 +365,10 @@ pub(crate) fn recv_message(
                         None => continue, // no stamp: unusable
                     },
                 };
-                match Message::open(&buf[..r.len], auth) {
+                match Message::open(&buf[..r.len.min(buf.len())], auth) {
                     Ok(m) => return Ok(Some((m, t, r.from))),
-                    Err(ClockError::Message(crate::error::MessageError::Unauthenticated)) => {
-                        *unauthenticated += 1;
-                        continue;
-                    }
-                    Err(_) => continue, // garbage is dropped, never fatal
+                    // Garbage is dropped and counted, never fatal.
+                    Err(e) => count_refused(Some(e), stats),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {

@@ -12,4 +12,11 @@ pub struct ExchangeStats {
     /// Messages dropped because a key is set and their tag is missing or
     /// wrong (a forged or unkeyed peer).
     pub unauthenticated: u64,
+    /// Datagrams that are no protocol message at all (wrong length, magic,
+    /// version or kind): junk, or a forger without the format.
+    pub malformed: u64,
+    /// Of all the above, datagrams read away before an exchange: what had
+    /// queued up since the last one (a flood fills the queue, and the
+    /// kernel charges TX timestamps to it).
+    pub drained: u64,
 }
