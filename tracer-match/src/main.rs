@@ -160,6 +160,23 @@ fn run(cli: Cli) -> Result<()> {
         pairs_file.as_mut().map(|f| f as &mut dyn std::io::Write),
     )
     .context("cannot read the traces")?;
+    if report.input.events == 0 {
+        let damaged: Vec<String> = report
+            .input
+            .damaged_files
+            .iter()
+            .map(|(f, what)| format!("{f}: {what}"))
+            .collect();
+        bail!(
+            "no nettrace event in the {} input file(s){}: are these the sink's pcapng files?",
+            files.len(),
+            if damaged.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", damaged.join("; "))
+            }
+        );
+    }
     if let Some(path) = &cli.html {
         std::fs::write(path, tracer_match::html::render(&report, &charts))
             .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;

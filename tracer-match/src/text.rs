@@ -259,6 +259,13 @@ pub fn render(r: &Report) -> String {
     for (f, why) in &i.damaged_files {
         let _ = writeln!(out, "  warning: {f}: {why} (events before it used)");
     }
+    if i.undeclared_interface > 0 {
+        let _ = writeln!(
+            out,
+            "  warning: {} frames of interfaces their file never declared (skipped)",
+            i.undeclared_interface
+        );
+    }
     let s = &r.settings;
     let _ = writeln!(
         out,

@@ -90,17 +90,34 @@ fn bad_inputs_are_named() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no .pcapng files"));
 
+    // A damaged file beside a good trace is reported, not fatal; alone,
+    // with not one event read, it fails and names the file.
     let junk = dir.path().join("junk.pcapng");
     std::fs::write(&junk, b"this is not a trace at all").unwrap();
-    let out = bin().arg(&junk).output().unwrap();
+    let good = dir.path().join("good");
+    std::fs::create_dir(&good).unwrap();
+    let cfg = SynthConfig {
+        skbs: 50,
+        ..SynthConfig::default()
+    };
+    write_trace(&good, &cfg, FileLayout::default()).unwrap();
+    let out = bin().arg(&good).arg(&junk).output().unwrap();
     assert!(
         out.status.success(),
-        "a damaged file is reported, not fatal"
+        "a damaged file is reported, not fatal: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("warning") && text.contains("junk.pcapng"),
         "{text}"
+    );
+    let out = bin().arg(&junk).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no nettrace event") && err.contains("junk.pcapng"),
+        "{err}"
     );
 
     let out = bin()
@@ -109,4 +126,33 @@ fn bad_inputs_are_named() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+#[test]
+fn inputs_without_a_single_event_fail_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pcapng");
+    std::fs::write(
+        &junk,
+        (0..4096u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for i in 0..20 {
+        std::fs::write(empty.join(format!("t{i}.pcapng")), b"").unwrap();
+    }
+    for input in [&junk, &empty] {
+        let out = bin().arg(input).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{}: exit 0, stderr {err}",
+            input.display()
+        );
+        assert!(err.contains("nettrace-match:"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
 }

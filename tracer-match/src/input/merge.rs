@@ -67,6 +67,9 @@ pub struct InputStats {
     pub decode_errors: u64,
     /// Frames with a zero global timestamp (skipped).
     pub no_timestamp: u64,
+    /// Frames of an interface their section never declared (skipped:
+    /// no host, no time base).
+    pub undeclared_interface: u64,
     /// Files that ended inside a block or held a bad one; what came
     /// before was used. (file, what)
     pub damaged_files: Vec<(String, String)>,
@@ -352,6 +355,13 @@ impl Merge {
                     });
                     t.ifrecv = t.ifrecv.max(ifrecv.unwrap_or(0));
                     t.ifdrop = t.ifdrop.max(ifdrop.unwrap_or(0));
+                }
+                Block::Undeclared { iface } => {
+                    self.stats.events += 1;
+                    self.stats.undeclared_interface += 1;
+                    if self.stats.undeclared_interface == 1 {
+                        tracing::warn!(file = %src.path.display(), iface, "skipping packets of an interface the file never declared");
+                    }
                 }
                 Block::Other => {}
             }

@@ -56,6 +56,12 @@ pub enum Block<'a> {
         /// `isb_ifdrop`.
         ifdrop: Option<u64>,
     },
+    /// An Enhanced Packet Block of an interface the section never
+    /// declared: no time base, no host. Skipped by the reader's user.
+    Undeclared {
+        /// The interface id it names.
+        iface: u32,
+    },
     /// Any other block (SHB, IDB: already taken into the reader's state).
     Other,
 }
@@ -280,11 +286,11 @@ impl<R: Read> PcapngReader<R> {
                 if 20 + cap > body.len() {
                     return Err(self.bad("packet data runs past its block"));
                 }
-                let ts_ns = match self.interfaces.get(iface as usize) {
-                    Some(i) => ((u128::from(raw) * u128::from(i.ts_mul)) / u128::from(i.ts_div))
-                        .min(u128::from(u64::MAX)) as u64,
-                    None => raw,
+                let Some(i) = self.interfaces.get(iface as usize) else {
+                    return Ok(Some(Block::Undeclared { iface }));
                 };
+                let ts_ns = ((u128::from(raw) * u128::from(i.ts_mul)) / u128::from(i.ts_div))
+                    .min(u128::from(u64::MAX)) as u64;
                 Ok(Some(Block::Packet {
                     iface,
                     ts_ns,
@@ -394,10 +400,31 @@ mod tests {
                     ifrecv,
                     ifdrop,
                 })) => st.push((iface, ifrecv, ifdrop)),
-                Ok(Some(Block::Other)) => {}
+                Ok(Some(Block::Other | Block::Undeclared { .. })) => {}
                 Err(e) => return (pk, st, Some(e)),
             }
         }
+    }
+
+    #[test]
+    fn packets_of_an_undeclared_interface_are_named_not_read() {
+        let mut bytes = file(Endianness::Little);
+        // Walk SHB and IDB by their lengths to the first EPB; point it at
+        // interface 5, which the section never declared.
+        let len_at =
+            |b: &[u8], o: usize| u32::from_le_bytes(b[o + 4..o + 8].try_into().unwrap()) as usize;
+        let epb = len_at(&bytes, 0) + len_at(&bytes, len_at(&bytes, 0));
+        bytes[epb + 8..epb + 12].copy_from_slice(&5u32.to_le_bytes());
+        let mut r = PcapngReader::new(&bytes[..]);
+        let mut seen = Vec::new();
+        while let Ok(Some(b)) = r.next_block() {
+            match b {
+                Block::Undeclared { iface } => seen.push(Some(iface)),
+                Block::Packet { .. } => seen.push(None),
+                _ => {}
+            }
+        }
+        assert_eq!(seen, vec![Some(5), None, None, None]);
     }
 
     #[test]
