@@ -313,24 +313,6 @@ mod tests {
     /// match-everything `--filter` is on, and a flow; each output line
     /// whether the flow is kept.
     const C_EVAL: &str = r#"
-#include <linux/types.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <string.h>
-#ifndef __always_inline
-#define __always_inline inline __attribute__((always_inline))
-#endif
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define bpf_ntohs(x) __builtin_bswap16(x)
-#define bpf_ntohl(x) __builtin_bswap32(x)
-#define bpf_htonl(x) __builtin_bswap32(x)
-#else
-#define bpf_ntohs(x) (x)
-#define bpf_ntohl(x) (x)
-#define bpf_htonl(x) (x)
-#endif
-#define SKB_FLOW_CAST(p, type) ((const type *)(p))
-#define FILTER_CONFIG_QUAL
 #include "filter.h"
 static unsigned u(void) { unsigned v = 0; if (scanf("%u", &v) != 1) v = 0; return v; }
 int main(void) {

@@ -35,21 +35,6 @@ struct Flow {
 /// The C side: one line per case on stdin ("ethertype hex-bytes"), one
 /// line of struct skb_flow fields out.
 const C_MAIN: &str = r#"
-#include <linux/types.h>
-#include <stdio.h>
-#include <string.h>
-#ifndef __always_inline
-#define __always_inline inline __attribute__((always_inline))
-#endif
-/* Not <arpa/inet.h>: its IPPROTO_* would clash with packet.h's. */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define bpf_ntohs(x) __builtin_bswap16(x)
-#define bpf_ntohl(x) __builtin_bswap32(x)
-#else
-#define bpf_ntohs(x) (x)
-#define bpf_ntohl(x) (x)
-#endif
-#define SKB_FLOW_CAST(p, type) ((const type *)(p))
 #include "skb_flow.h"
 int main(void) {
 	static char hex[16384];
