@@ -27,7 +27,7 @@
 //! - A transmission is decided `window` after it was sent (on the global
 //!   axis): by then every RX skb within ±window has been read.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use tracer_codec::{ClockEvent, RxEvent, RxStage, TcpAnomaly, TcpEvent, TxEvent, TxStage};
 
@@ -129,7 +129,7 @@ struct FlowState {
     /// TCP RETRANSMIT ranges: (time, sender host, start, end).
     retx: VecDeque<(u64, HostId, i64, i64)>,
     /// Recorded transmissions by (end, id): which ones held a byte.
-    sends: std::collections::BTreeMap<(i64, u64), Sent>,
+    sends: BTreeMap<(i64, u64), Sent>,
     /// End of the highest byte transmitted so far (exclusive).
     tx_high: Option<i64>,
     last_ns: u64,
@@ -142,7 +142,7 @@ impl FlowState {
             hash: sample::flow_hash(&f.src, &f.dst, f.sport, f.dport),
             rx: Vec::new(),
             retx: VecDeque::new(),
-            sends: std::collections::BTreeMap::new(),
+            sends: BTreeMap::new(),
             tx_high: None,
             last_ns: 0,
         }
@@ -210,7 +210,7 @@ impl Matcher {
         }
     }
 
-    /// Write every matched pair to `out` as it is decided.
+    /// Hand every matched pair to `out` as it is decided (`--pairs`).
     pub fn write_pairs(&mut self, out: PairWriter) {
         self.pairs = Some(out);
     }
