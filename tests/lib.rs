@@ -7,4 +7,5 @@ pub mod pcap;
 pub mod procs;
 pub mod scenario;
 pub mod skip;
+pub mod spoof;
 pub mod tshark;

@@ -10,8 +10,8 @@ use crate::error::ClockError;
 use crate::source::exchange::msg::{Kind, Message, FLAG_SYNCED};
 use crate::source::exchange::phcmap::PhcMap;
 use crate::source::exchange::socket::{
-    drain_queued, enable_timestamping, recv_message, send_stamped, StampMode, HARDWARE_FLAGS,
-    SOFTWARE_FLAGS,
+    admit_only, drain_queued, enable_timestamping, kernel_drops, recv_message, send_stamped,
+    StampMode, HARDWARE_FLAGS, SOFTWARE_FLAGS,
 };
 use crate::source::exchange::stamps::{min_delay, Exchange};
 use crate::source::exchange::stats::ExchangeStats;
@@ -78,6 +78,8 @@ pub struct ExchangeClient {
     seq: u64,
     sent: u32,
     stats: ExchangeStats,
+    /// The socket's kernel drop counter when this client took it.
+    drops_at_start: u64,
     last: Vec<Exchange>,
     rt_map: RealtimeMonoTracker,
     phc_map: Option<PhcMap>,
@@ -116,6 +118,7 @@ impl ExchangeClient {
             StampMode::Hardware => enable_timestamping(&sock, HARDWARE_FLAGS)?,
             StampMode::User => {}
         }
+        let drops_at_start = kernel_drops(&sock)?;
         Ok(ExchangeClient {
             sock,
             server,
@@ -123,6 +126,7 @@ impl ExchangeClient {
             seq: random_seq(),
             sent: 0,
             stats: ExchangeStats::default(),
+            drops_at_start,
             last: Vec::new(),
             rt_map: RealtimeMonoTracker::new()?,
             phc_map,
@@ -153,15 +157,20 @@ impl ExchangeClient {
             Err(ClockError::Timeout(_)) => self.stats.timeouts += 1,
             Err(_) => {}
         }
+        if let Ok(d) = kernel_drops(&self.sock) {
+            self.stats.dropped_by_kernel = d.wrapping_sub(self.drops_at_start);
+        }
         r
     }
 
     fn try_exchange(&mut self) -> Result<Exchange, ClockError> {
-        // Whatever queued up since the last exchange is not for this one:
-        // read it away first, so the TX stamps below find room.
-        drain_queued(&self.sock, self.cfg.auth.as_ref(), &mut self.stats)?;
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
+        // From now on the kernel queues nothing but answers to this
+        // exchange; whatever queued up before is not for it: read it away,
+        // so the TX stamps below find room.
+        admit_only(&self.sock, seq, self.cfg.auth.is_some())?;
+        drain_queued(&self.sock, self.cfg.auth.as_ref(), &mut self.stats)?;
         let inj = self.cfg.injection;
         let deadline = Instant::now() + self.cfg.timeout;
         // Realtime → monotonic for this host. The kernel stamps carry the

@@ -289,6 +289,110 @@ pub(crate) fn send_stamped(
     }
 }
 
+/// UDP header length: a socket filter sees the datagram from there.
+const UDP_HDR: u32 = 8;
+
+/// One classic BPF instruction.
+fn insn(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The classic BPF program of [`admit_only`]: accept a datagram only when
+/// its length is a message's (with a tag when `keyed`; either without a
+/// key, which cannot check a tag), it starts with the magic, and it
+/// carries sequence number `seq`.
+fn answer_filter(seq: u64, keyed: bool) -> Vec<libc::sock_filter> {
+    use crate::source::exchange::msg::{MSG_LEN, TAGGED_LEN};
+    const LD_LEN: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_LEN;
+    const LD_WORD: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    const JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
+    const RET: u32 = libc::BPF_RET | libc::BPF_K;
+    let bytes = Message::request(seq).encode();
+    // BPF_ABS loads read network byte order.
+    let word =
+        |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let tagged = UDP_HDR + TAGGED_LEN as u32;
+    let mut prog = vec![insn(LD_LEN, 0, 0, 0)];
+    if !keyed {
+        // Untagged length: skip the tagged-length test.
+        prog.push(insn(JEQ, UDP_HDR + MSG_LEN as u32, 1, 0));
+    }
+    // Each test falls through on a match and jumps to the last
+    // instruction (reject) otherwise; jump offsets are filled in below.
+    prog.push(insn(JEQ, tagged, 0, u8::MAX));
+    // Magic, then both halves of the sequence number.
+    for at in [0, 8, 12] {
+        prog.push(insn(LD_WORD, UDP_HDR + at as u32, 0, 0));
+        prog.push(insn(JEQ, word(at), 0, u8::MAX));
+    }
+    prog.push(insn(RET, u32::MAX, 0, 0));
+    prog.push(insn(RET, 0, 0, 0));
+    let reject = prog.len() - 1;
+    for (i, ins) in prog.iter_mut().enumerate() {
+        if ins.jf == u8::MAX {
+            ins.jf = (reject - i - 1) as u8;
+        }
+    }
+    prog
+}
+
+/// Let only what can be an answer to exchange `seq` reach `sock`: the
+/// kernel drops everything else before it is queued (counted in the
+/// socket's drops, [`kernel_drops`]), so no flood, at any rate, can fill
+/// the receive queue that TX timestamps and the answers share. Replaces
+/// the filter of the previous exchange. A sender must know the sequence
+/// number of the request in flight (random start, one per exchange) to
+/// get a datagram queued at all: an attacker on the path can, one who
+/// only spoofs the responder's address cannot.
+pub(crate) fn admit_only(sock: &UdpSocket, seq: u64, keyed: bool) -> Result<(), ClockError> {
+    let mut prog = answer_filter(seq, keyed);
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: setsockopt with a valid sock_fprog pointing at `prog`, which
+    // outlives the call (the kernel copies the program).
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&fprog as *const libc::sock_fprog).cast(),
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(ClockError::last_os("setsockopt(SO_ATTACH_FILTER)"));
+    }
+    Ok(())
+}
+
+/// Datagrams the kernel dropped before they reached `sock` (refused by
+/// its filter, or its receive queue was full): SO_MEMINFO's drop counter.
+pub(crate) fn kernel_drops(sock: &UdpSocket) -> Result<u64, ClockError> {
+    let mut info = [0u32; 16];
+    let mut len = size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(ClockError::last_os("getsockopt(SO_MEMINFO)"));
+    }
+    Ok(u64::from(info[libc::SK_MEMINFO_DROPS as usize]))
+}
+
 /// Most datagrams read away before one exchange: a full default receive
 /// queue holds about 300 small ones, so this empties it with room to
 /// spare, and bounds the work a flood can cause per exchange.

@@ -19,4 +19,9 @@ pub struct ExchangeStats {
     /// queued up since the last one (a flood fills the queue, and the
     /// kernel charges TX timestamps to it).
     pub drained: u64,
+    /// Datagrams the kernel dropped before they reached the socket: the
+    /// client's socket filter admits only answers to the exchange in
+    /// flight (a flood never reaches the queue), and a full queue drops
+    /// too. Not part of the counts above.
+    pub dropped_by_kernel: u64,
 }
