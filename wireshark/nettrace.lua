@@ -59,9 +59,11 @@ wireshark/README.md.
 -- Do not edit by hand: rendered by tracer_codec::layout::render_lua();
 -- regenerate with `UPDATE_GENERATED=1 cargo test -p tracer-codec`.
 local LAYOUT = {
-    wire_version = 2,
+    wire_version = 3,
     wire_version_1 = 1,
+    wire_version_2 = 2,
     dgram_v1_fixed_len = 61,
+    dgram_v2_fixed_len = 70,
     flag_mac = 1,
     tx_flag_range = 1,
     tx_flag_sent = 2,
@@ -72,7 +74,7 @@ local LAYOUT = {
     record_header_len = 4,
     ack_magic = "NTRA",
     dgram = {
-        fixed_len = 70,
+        fixed_len = 86,
         fields = {
             magic = { offset = 0, size = 4, type = "text" },
             version = { offset = 4, size = 2, type = "u16" },
@@ -88,8 +90,10 @@ local LAYOUT = {
             hostname_len = { offset = 60, size = 1, type = "u8" },
             flags = { offset = 61, size = 1, type = "u8" },
             incarnation = { offset = 62, size = 8, type = "u64" },
+            sink_instance = { offset = 70, size = 8, type = "u64" },
+            sent_mono_ns = { offset = 78, size = 8, type = "u64" },
         },
-        order = { "magic", "version", "header_len", "agent_id", "boot_id", "seq", "lost_events", "first_event_seq", "clock_source", "clock_state", "event_count", "hostname_len", "flags", "incarnation" },
+        order = { "magic", "version", "header_len", "agent_id", "boot_id", "seq", "lost_events", "first_event_seq", "clock_source", "clock_state", "event_count", "hostname_len", "flags", "incarnation", "sink_instance", "sent_mono_ns" },
     },
     capture = {
         fixed_len = 23,
@@ -348,6 +352,9 @@ local F = {
     dgram_flags = ProtoField.uint8("nettrace.dgram.flags", "Flags", base.HEX),
     dgram_flag_mac = ProtoField.bool("nettrace.dgram.flags.mac", "Tagged (ends with a MAC)", 8, nil, LAYOUT.flag_mac),
     incarnation = ProtoField.uint64("nettrace.dgram.incarnation", "Incarnation", base.HEX),
+    dgram_sink_instance = ProtoField.uint64("nettrace.dgram.sink_instance", "Bound to sink instance", base.HEX,
+        nil, nil, "The sink instance of the newest acknowledgement the agent took (0: none yet)"),
+    sent_mono_ns = ProtoField.uint64("nettrace.dgram.sent_mono_ns", "Sent at (agent CLOCK_MONOTONIC, ns)", base.DEC),
     dgram_mac = ProtoField.bytes("nettrace.dgram.mac", "MAC (HMAC-SHA256-128, not checked here)"),
     -- the sink's acknowledgement (sink -> agent, "NTRA")
     ack_version = ProtoField.uint16("nettrace.ack.version", "Ack version"),
@@ -2151,16 +2158,20 @@ local function dissect_dgram_header(tvb, tree)
     end
     local version = d("version"):le_uint()
     local version_item = tree:add_le(F.dgram_version, d("version"))
-    if version ~= WIRE_VERSION and version ~= WIRE_VERSION_1 then
+    if version < WIRE_VERSION_1 or version > WIRE_VERSION then
         version_item:add_proto_expert_info(E.bad_version,
-            string.format("Wire version %d, this dissector reads %d and %d", version, WIRE_VERSION_1, WIRE_VERSION))
+            string.format("Wire version %d, this dissector reads %d to %d", version, WIRE_VERSION_1, WIRE_VERSION))
         return nil, "wire version " .. version
     end
-    -- Version 1 ends its fixed part before `flags`: no flags, incarnation or MAC.
+    -- Version 1 ends its fixed part before `flags` (no flags, incarnation or
+    -- MAC), version 2 before `sink_instance`.
     local fixed_len = DGRAM.fixed_len
     if version == WIRE_VERSION_1 then
         fixed_len = LAYOUT.dgram_v1_fixed_len
-    elseif total < fixed_len then
+    elseif version == LAYOUT.wire_version_2 then
+        fixed_len = LAYOUT.dgram_v2_fixed_len
+    end
+    if total < fixed_len then
         tree:add_proto_expert_info(E.too_short,
             string.format("Datagram of %d bytes, the header needs %d", total, fixed_len))
         return nil, "too short"
@@ -2189,6 +2200,10 @@ local function dissect_dgram_header(tvb, tree)
         local flags_item = tree:add(F.dgram_flags, d("flags"))
         flags_item:add(F.dgram_flag_mac, d("flags"))
         tree:add_le(F.incarnation, d("incarnation"))
+        if version == WIRE_VERSION then
+            tree:add_le(F.dgram_sink_instance, d("sink_instance"))
+            tree:add_le(F.sent_mono_ns, d("sent_mono_ns"))
+        end
         if bit32.band(flags, bit32.bnot(LAYOUT.flag_mac)) ~= 0 then
             flags_item:add_proto_expert_info(E.bad_flags,
                 string.format("Flags 0x%02x: bits other than 0 are reserved", flags))

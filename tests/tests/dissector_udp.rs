@@ -35,6 +35,8 @@ const DGRAM_FIELDS: &[&str] = &[
     "nettrace.dgram.flags",
     "nettrace.dgram.flags.mac",
     "nettrace.dgram.incarnation",
+    "nettrace.dgram.sink_instance",
+    "nettrace.dgram.sent_mono_ns",
     "nettrace.dgram.mac",
     "nettrace.kind",
     "nettrace.len",
@@ -109,7 +111,7 @@ fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
     };
     eq("_ws.col.Protocol", "NETTRACE".into());
     eq("nettrace.magic", "NTRC".into());
-    eq("nettrace.dgram.version", "2".into());
+    eq("nettrace.dgram.version", "3".into());
     eq(
         "nettrace.dgram.header_len",
         (tracer_codec::HEADER_FIXED_LEN + d.agent.host.len()).to_string(),
@@ -119,6 +121,11 @@ fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
         "nettrace.dgram.incarnation",
         format!("0x{INCARNATION:016x}"),
     );
+    eq(
+        "nettrace.dgram.sink_instance",
+        format!("0x{BOUND_SINK:016x}"),
+    );
+    eq("nettrace.dgram.sent_mono_ns", SENT_MONO_NS.to_string());
     assert!(!row.has("nettrace.dgram.mac"), "{what}: untagged");
     eq("nettrace.agent_id", format!("0x{:016x}", d.agent.agent_id));
     eq("nettrace.dgram.boot_id", boot_id_text(&d.agent.boot_id));
@@ -298,7 +305,8 @@ fn udp_decode_as() {
 
 /// A tagged datagram shows its MAC and decodes its records as an untagged
 /// one does; a version-1 datagram (an agent of an older build) decodes
-/// without flags, incarnation or MAC.
+/// without flags, incarnation or MAC, a version-2 one without the sink
+/// binding.
 #[test]
 fn udp_tagged_and_version_1_datagrams() {
     let Some(tshark) = Tshark::or_skip("udp_tagged_and_version_1_datagrams") else {
@@ -325,6 +333,14 @@ fn udp_tagged_and_version_1_datagrams() {
         tracer_codec::WIRE_VERSION_1,
         None,
     );
+    let v2 = datagram_with(
+        &dg.agent,
+        dg.seq,
+        dg.lost_events,
+        &dg.events,
+        tracer_codec::WIRE_VERSION_2,
+        Some(&key),
+    );
     assert_eq!(tagged.len(), plain.len() + tracer_codec::MAC_LEN);
     // The sink's acknowledgement to the agent comes from the same port.
     let ack = tracer_codec::Ack {
@@ -342,7 +358,7 @@ fn udp_tagged_and_version_1_datagrams() {
     let tag = &tagged[tagged.len() - tracer_codec::MAC_LEN..];
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tagged.pcapng");
-    let frames: Vec<Frame> = [&plain, &tagged, &v1, &ack]
+    let frames: Vec<Frame> = [&plain, &tagged, &v1, &ack, &v2]
         .iter()
         .enumerate()
         .map(|(i, d)| Frame {
@@ -353,8 +369,26 @@ fn udp_tagged_and_version_1_datagrams() {
         .collect();
     write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
     let rows = decode(&tshark, &file, &Query::default());
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
     let (plain_row, tagged_row, v1_row) = (&rows[0], &rows[1], &rows[2]);
+    let v2_row = &rows[4];
+    assert_eq!(v2_row.one("nettrace.dgram.version"), "2");
+    assert_eq!(
+        v2_row.one("nettrace.dgram.header_len"),
+        (tracer_codec::HEADER_FIXED_LEN_V2 + dg.agent.host.len()).to_string()
+    );
+    assert_eq!(
+        v2_row.one("nettrace.dgram.incarnation"),
+        format!("0x{INCARNATION:016x}")
+    );
+    assert!(!v2_row.has("nettrace.dgram.sink_instance"));
+    assert_eq!(v2_row.one("nettrace.dgram.flags.mac"), "1");
+    assert_eq!(v2_row.all("nettrace.kind"), plain_row.all("nettrace.kind"));
+    assert_eq!(v2_row.one("nettrace.host"), dg.agent.host);
+    assert_eq!(
+        tagged_row.one("nettrace.dgram.sink_instance"),
+        format!("0x{BOUND_SINK:016x}")
+    );
     assert_eq!(tagged_row.one("nettrace.dgram.flags"), "0x01");
     assert_eq!(tagged_row.one("nettrace.dgram.flags.mac"), "1");
     assert_eq!(tagged_row.one("nettrace.dgram.mac"), hex(tag));

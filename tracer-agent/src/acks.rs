@@ -44,6 +44,9 @@ pub enum AckReject {
     Unauthenticated,
     /// For another agent or another incarnation.
     NotOurs,
+    /// It accounts for more events than this agent ever numbered: no sink
+    /// sends that (a replayed datagram accepted by a sink would cause it).
+    Implausible,
 }
 
 /// The agent's view of its deliveries.
@@ -58,6 +61,9 @@ pub struct AckTracker {
     retired: (u64, u64),
     /// When the last accepted ack arrived.
     pub last_ack: Option<Instant>,
+    /// The sink instance of the newest ack taken (0: none yet): the
+    /// datagrams carry it, binding them to that sink process.
+    bound: u64,
 }
 
 impl AckTracker {
@@ -71,11 +77,23 @@ impl AckTracker {
             sinks: Vec::new(),
             retired: (0, 0),
             last_ack: None,
+            bound: 0,
         }
     }
 
-    /// Take one received datagram as an acknowledgement.
-    pub fn on_datagram(&mut self, bytes: &[u8], now: Instant) -> Result<(), AckReject> {
+    /// The sink instance the agent's datagrams are bound to (0: none yet).
+    pub fn bound(&self) -> u64 {
+        self.bound
+    }
+
+    /// Take one received datagram as an acknowledgement; `sequenced` is
+    /// how many events the agent has numbered so far.
+    pub fn on_datagram(
+        &mut self,
+        bytes: &[u8],
+        sequenced: u64,
+        now: Instant,
+    ) -> Result<(), AckReject> {
         let (ack, tagged) = Ack::parse(bytes).map_err(|_| AckReject::Malformed)?;
         if let Some(key) = &self.key {
             match tagged {
@@ -87,6 +105,12 @@ impl AckTracker {
             != (self.agent_id, self.boot_id, self.incarnation)
         {
             return Err(AckReject::NotOurs);
+        }
+        let claimed = [ack.preceding_events, ack.delivered_events, ack.lost_events]
+            .iter()
+            .try_fold(0u64, |a, &b| a.checked_add(b));
+        if claimed.is_none_or(|c| c > sequenced) || ack.received_events > sequenced {
+            return Err(AckReject::Implausible);
         }
         self.last_ack = Some(now);
         let view = SinkAck {
@@ -105,7 +129,8 @@ impl AckTracker {
             // Cumulative counts: the newest ack wins, an older one that
             // arrives late is ignored.
             Some(s) if s.ack_seq < ack.ack_seq => *s = view,
-            Some(_) => {}
+            // Not newer: neither its counts nor its instance are taken.
+            Some(_) => return Ok(()),
             None => {
                 if self.sinks.len() >= MAX_SINKS {
                     let old = self.sinks.remove(0);
@@ -115,6 +140,7 @@ impl AckTracker {
                 self.sinks.push(view);
             }
         }
+        self.bound = ack.sink_instance;
         Ok(())
     }
 
@@ -146,6 +172,9 @@ impl AckTracker {
 mod tests {
     use super::*;
 
+    /// Events the agent of these tests has numbered.
+    const SEQUENCED: u64 = 10_000;
+
     fn ack(instance: u64, seq: u64, delivered: u64, lost: u64) -> Ack {
         Ack {
             sink_instance: instance,
@@ -156,7 +185,7 @@ mod tests {
             preceding_events: 0,
             delivered_events: delivered,
             lost_events: lost,
-            received_events: delivered + lost,
+            received_events: delivered.saturating_add(lost),
         }
     }
 
@@ -164,18 +193,22 @@ mod tests {
     fn counts_add_up_over_sink_instances_and_late_acks_are_ignored() {
         let now = Instant::now();
         let mut t = AckTracker::new(1, [2; 16], 3, None);
-        t.on_datagram(&ack(10, 1, 100, 0).encode(), now).unwrap();
-        t.on_datagram(&ack(10, 3, 300, 2).encode(), now).unwrap();
-        t.on_datagram(&ack(10, 2, 200, 1).encode(), now).unwrap();
+        t.on_datagram(&ack(10, 1, 100, 0).encode(), SEQUENCED, now)
+            .unwrap();
+        t.on_datagram(&ack(10, 3, 300, 2).encode(), SEQUENCED, now)
+            .unwrap();
+        t.on_datagram(&ack(10, 2, 200, 1).encode(), SEQUENCED, now)
+            .unwrap();
         assert_eq!((t.delivered(), t.lost()), (300, 2));
         let mut b = ack(11, 1, 50, 0);
         b.preceding_events = 400;
-        t.on_datagram(&b.encode(), now).unwrap();
+        t.on_datagram(&b.encode(), SEQUENCED, now).unwrap();
         assert_eq!((t.delivered(), t.lost()), (350, 2));
         assert!(t.settled(450));
         assert!(!t.settled(451));
         for i in 0..20 {
-            t.on_datagram(&ack(100 + i, 1, 1, 1).encode(), now).unwrap();
+            t.on_datagram(&ack(100 + i, 1, 1, 1).encode(), SEQUENCED, now)
+                .unwrap();
         }
         assert_eq!(
             (t.delivered(), t.lost()),
@@ -193,29 +226,67 @@ mod tests {
         let mut t = AckTracker::new(1, [2; 16], 3, Some(key.clone()));
         let a = ack(10, 1, 100, 0);
         assert_eq!(
-            t.on_datagram(&a.encode(), now),
+            t.on_datagram(&a.encode(), SEQUENCED, now),
             Err(AckReject::Unauthenticated)
         );
         let wrong = shared.mac_key(tracer_auth::Purpose::Datagram);
         assert_eq!(
-            t.on_datagram(&a.encode_with_mac(|d| wrong.tag(d)), now),
+            t.on_datagram(&a.encode_with_mac(|d| wrong.tag(d)), SEQUENCED, now),
             Err(AckReject::Unauthenticated)
         );
-        assert_eq!(t.on_datagram(b"NTRC...", now), Err(AckReject::Malformed));
+        assert_eq!(
+            t.on_datagram(b"NTRC...", SEQUENCED, now),
+            Err(AckReject::Malformed)
+        );
         let mut other = a;
         other.incarnation = 4;
         assert_eq!(
-            t.on_datagram(&other.encode_with_mac(|d| key.tag(d)), now),
+            t.on_datagram(&other.encode_with_mac(|d| key.tag(d)), SEQUENCED, now),
             Err(AckReject::NotOurs)
         );
         assert_eq!(t.delivered(), 0);
-        t.on_datagram(&a.encode_with_mac(|d| key.tag(d)), now)
+        t.on_datagram(&a.encode_with_mac(|d| key.tag(d)), SEQUENCED, now)
             .unwrap();
         assert_eq!(t.delivered(), 100);
         // Without a key, tagged acks are taken too (the tag is not checked).
         let mut t = AckTracker::new(1, [2; 16], 3, None);
-        t.on_datagram(&a.encode_with_mac(|d| key.tag(d)), now)
+        t.on_datagram(&a.encode_with_mac(|d| key.tag(d)), SEQUENCED, now)
             .unwrap();
         assert_eq!(t.delivered(), 100);
+    }
+
+    #[test]
+    fn acks_bind_the_agent_to_their_sink_and_implausible_ones_are_refused() {
+        let now = Instant::now();
+        let mut t = AckTracker::new(1, [2; 16], 3, None);
+        assert_eq!(t.bound(), 0, "no sink heard yet");
+        t.on_datagram(&ack(10, 5, 100, 0).encode(), 150, now)
+            .unwrap();
+        assert_eq!(t.bound(), 10);
+        t.on_datagram(&ack(11, 1, 20, 0).encode(), 150, now)
+            .unwrap();
+        assert_eq!(t.bound(), 11, "a restarted sink's ack rebinds");
+        // An older ack of the first instance (replayed, or late) does not.
+        t.on_datagram(&ack(10, 4, 90, 0).encode(), 150, now)
+            .unwrap();
+        assert_eq!(t.bound(), 11);
+        // More than the agent ever numbered: a sink fooled by a replay.
+        assert_eq!(
+            t.on_datagram(&ack(11, 2, 140, 20).encode(), 150, now),
+            Err(AckReject::Implausible)
+        );
+        let mut over = ack(11, 3, 0, 0);
+        over.received_events = 151;
+        assert_eq!(
+            t.on_datagram(&over.encode(), 150, now),
+            Err(AckReject::Implausible)
+        );
+        let mut wrap = ack(11, 4, u64::MAX, 1);
+        wrap.received_events = 0;
+        assert_eq!(
+            t.on_datagram(&wrap.encode(), 150, now),
+            Err(AckReject::Implausible)
+        );
+        assert_eq!((t.delivered(), t.bound()), (120, 11));
     }
 }

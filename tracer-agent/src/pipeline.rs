@@ -87,6 +87,8 @@ impl<T: Transport> Pipeline<T> {
                 event_count: 0,
                 flags: 0,
                 incarnation: id.incarnation,
+                sink_instance: 0,
+                sent_mono_ns: 0,
                 hostname: id.hostname.clone(),
             },
             next_seq: 0,
@@ -182,7 +184,7 @@ impl<T: Transport> Pipeline<T> {
         let mut buf = [0u8; ACK_LEN + MAC_LEN + 64];
         loop {
             match self.transport.recv(&mut buf) {
-                Ok(Some(n)) => match self.acks.on_datagram(&buf[..n], now) {
+                Ok(Some(n)) => match self.acks.on_datagram(&buf[..n], self.next_event_seq, now) {
                     Ok(()) => {
                         self.stats.acks += 1;
                         self.silence_warned = false;
@@ -193,6 +195,7 @@ impl<T: Transport> Pipeline<T> {
                                 AckReject::Unauthenticated => "it is not tagged with this agent's --key-file: does the sink use the same key?",
                                 AckReject::NotOurs => "it is for another agent or an earlier run",
                                 AckReject::Malformed => "it is not an acknowledgement",
+                                AckReject::Implausible => "it accounts for more events than this agent sent (a sink that took replayed datagrams?)",
                             };
                             tracing::warn!(reason = ?why, "ignored a datagram from the sink's address: {hint}");
                         }
@@ -270,6 +273,10 @@ impl<T: Transport> Pipeline<T> {
         let count = self.builder.count() as u64;
         self.header.seq = self.next_seq;
         self.header.first_event_seq = self.next_event_seq;
+        // Bound to the sink that acknowledged last, and stamped with when
+        // it left: what lets a sink with a key tell a replay (wire v3).
+        self.header.sink_instance = self.acks.bound();
+        self.header.sent_mono_ns = clocksync::now_ns(clocksync::ClockId::Monotonic).unwrap_or(0);
         let bytes = match &self.key {
             Some(k) => self.builder.finish_with_mac(&self.header, |d| k.tag(d)),
             None => self.builder.finish(&self.header),

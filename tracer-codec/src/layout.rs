@@ -16,8 +16,8 @@ use std::fmt::Write as _;
 use crate::capture::{CAPTURE_FIXED_LEN, CAPTURE_VERSION};
 use crate::event::{ClockEvent, ClockSource, ClockState, TxEvent, TxStage};
 use crate::wire::{
-    FLAG_MAC, HEADER_FIXED_LEN, HEADER_FIXED_LEN_V1, MAC_LEN, MAGIC, MAX_HOSTNAME_LEN,
-    RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1,
+    FLAG_MAC, HEADER_FIXED_LEN, HEADER_FIXED_LEN_V1, HEADER_FIXED_LEN_V2, MAC_LEN, MAGIC,
+    MAX_HOSTNAME_LEN, RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1, WIRE_VERSION_2,
 };
 
 /// How a field's bytes are to be read (all integers little-endian).
@@ -283,8 +283,9 @@ impl HeaderLayout {
     }
 }
 
-/// Datagram header, wire version 2 (see [`crate::wire`]); version 1 is
-/// its first 61 bytes (through `hostname_len`) followed by the hostname.
+/// Datagram header, wire version 3 (see [`crate::wire`]); version 2 is
+/// its first 70 bytes (through `incarnation`) followed by the hostname,
+/// version 1 its first 61 (through `hostname_len`).
 pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
     name: "dgram",
     fixed_len: HEADER_FIXED_LEN,
@@ -295,14 +296,14 @@ pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
             FieldType::U16,
             2,
             None,
-            "2 (1 from agents of older builds: no `flags`, no `incarnation`, hostname at offset 61, never a tag). A sink rejects any other version (counted as `bad_version`).",
+            "3 (from agents of older builds: 2, without `sink_instance` and `sent_mono_ns`, hostname at offset 70; 1, also without `flags` and `incarnation`, hostname at offset 61, never a tag). A sink rejects any other version (counted as `bad_version`); a sink with a key takes only version 3 (`auth_old_version`).",
         ),
         Field::new(
             "header_len",
             FieldType::U16,
             2,
             None,
-            "bytes from offset 0 to the first record (70 + hostname_len in v2, 61 + hostname_len in v1; a later version may append header fields, which a reader skips)",
+            "bytes from offset 0 to the first record (86 + hostname_len in v3, 70 + in v2, 61 + in v1; a later version may append header fields, which a reader skips)",
         ),
         Field::new(
             "agent_id",
@@ -380,6 +381,20 @@ pub const DATAGRAM_HEADER: HeaderLayout = HeaderLayout {
             8,
             None,
             "random per agent process start, never 0: a restarted agent (same `agent_id` and boot) is a new incarnation whose `seq` and event numbers start at 0 again",
+        ),
+        Field::new(
+            "sink_instance",
+            FieldType::U64,
+            8,
+            None,
+            "the `sink_instance` of the newest acknowledgement the agent took, 0 before the first: a sink with a key holds a datagram bound to another instance until the agent has bound itself to this one, and takes it only if it was sent after this sink started (docs/security.md)",
+        ),
+        Field::new(
+            "sent_mono_ns",
+            FieldType::U64,
+            8,
+            None,
+            "the agent's CLOCK_MONOTONIC when it built the datagram, ns: against the agent's datagrams bound to this sink, tells when one bound elsewhere was sent",
         ),
     ]),
     tail: ("hostname", "UTF-8"),
@@ -530,8 +545,10 @@ pub const NAME_TABLES: &[&NameTable] = &[
 ];
 
 const _: () = assert!(fields_len(DATAGRAM_HEADER.fields) == HEADER_FIXED_LEN);
-// Version 1 is the prefix before `flags`.
+// Version 1 is the prefix before `flags`, version 2 the one before
+// `sink_instance`.
 const _: () = assert!(field_offset(DATAGRAM_HEADER.fields, "flags") == HEADER_FIXED_LEN_V1);
+const _: () = assert!(field_offset(DATAGRAM_HEADER.fields, "sink_instance") == HEADER_FIXED_LEN_V2);
 const _: () = assert!(fields_len(CAPTURE_HEADER.fields) == CAPTURE_FIXED_LEN);
 const _: () = assert!(fields_len(ACK_LAYOUT.fields) == crate::ack::ACK_LEN);
 const _: () = assert!(fields_len(&RECORD_HEADER) == RECORD_HEADER_LEN);
@@ -599,7 +616,9 @@ pub fn render_lua() -> String {
     let _ = writeln!(o, "local LAYOUT = {{");
     let _ = writeln!(o, "    wire_version = {WIRE_VERSION},");
     let _ = writeln!(o, "    wire_version_1 = {WIRE_VERSION_1},");
+    let _ = writeln!(o, "    wire_version_2 = {WIRE_VERSION_2},");
     let _ = writeln!(o, "    dgram_v1_fixed_len = {HEADER_FIXED_LEN_V1},");
+    let _ = writeln!(o, "    dgram_v2_fixed_len = {HEADER_FIXED_LEN_V2},");
     let _ = writeln!(o, "    flag_mac = {FLAG_MAC},");
     let _ = writeln!(o, "    tx_flag_range = {},", crate::TX_FLAG_RANGE);
     let _ = writeln!(o, "    tx_flag_sent = {},", crate::TX_FLAG_SENT);
@@ -996,6 +1015,8 @@ mod tests {
             event_count: 0,
             flags: 0,
             incarnation: 0x4142_4344_4546_4748,
+            sink_instance: 0x5152_5354_5556_5758,
+            sent_mono_ns: 0x6162_6364_6566_6768,
             hostname: "host-x".to_owned(),
         };
         let mut b = DatagramBuilder::new(&h.hostname, 1500);
@@ -1008,7 +1029,7 @@ mod tests {
             &[
                 ("magic", le(&MAGIC)),
                 ("version", le(&crate::WIRE_VERSION.to_le_bytes())),
-                ("header_len", le(&(70u16 + 6).to_le_bytes())),
+                ("header_len", le(&(86u16 + 6).to_le_bytes())),
                 ("agent_id", le(&h.agent_id.to_le_bytes())),
                 ("boot_id", le(&h.boot_id)),
                 ("seq", le(&h.seq.to_le_bytes())),
@@ -1020,6 +1041,8 @@ mod tests {
                 ("hostname_len", vec![6]),
                 ("flags", vec![0]),
                 ("incarnation", le(&h.incarnation.to_le_bytes())),
+                ("sink_instance", le(&h.sink_instance.to_le_bytes())),
+                ("sent_mono_ns", le(&h.sent_mono_ns.to_le_bytes())),
             ],
         );
         assert_eq!(

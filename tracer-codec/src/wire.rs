@@ -1,4 +1,4 @@
-//! Datagram framing, wire format version 2 (see docs/wire-format.md).
+//! Datagram framing, wire format version 3 (see docs/wire-format.md).
 //!
 //! ```text
 //! datagram = header record* [mac]
@@ -6,7 +6,7 @@
 //!          | boot_id [16] | seq u64 | lost_events u64 | first_event_seq u64
 //!          | clock_source u8 | clock_state u8 | event_count u16
 //!          | hostname_len u8 | flags u8 | incarnation u64
-//!          | hostname [hostname_len]
+//!          | sink_instance u64 | sent_mono_ns u64 | hostname [hostname_len]
 //! record   = kind u16 | len u16 | body [len]        (body: bincode fixint LE)
 //! mac      = [16]      (present iff flags bit 0: a tag over everything before it)
 //! ```
@@ -14,10 +14,10 @@
 //! header fields; `len` lets a decoder skip kinds it does not know. The
 //! offsets are described as data in [`crate::layout`].
 //!
-//! Version 1 (older agents) is the same without `flags` and `incarnation`:
-//! its hostname starts at offset 61 and it never carries a tag. Readers of
-//! this build accept both; a version-1 header reads as `flags` 0 and
-//! `incarnation` 0.
+//! Older agents send shorter headers, which readers of this build accept:
+//! version 2 has no `sink_instance` and `sent_mono_ns` (hostname at offset
+//! 70; they read as 0), version 1 not `flags` and `incarnation` either
+//! (hostname at 61, never a tag; they read as 0 too).
 //!
 //! The codec frames the tag but does not compute it (it stays free of
 //! keys and I/O): [`DatagramBuilder::finish_with_mac`] takes the tagging
@@ -35,13 +35,17 @@ use crate::tcp::TcpEvent;
 
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"NTRC";
-/// The wire version this build writes (it reads this one and
-/// [`WIRE_VERSION_1`]).
-pub const WIRE_VERSION: u16 = 2;
+/// The wire version this build writes (it reads this one,
+/// [`WIRE_VERSION_2`] and [`WIRE_VERSION_1`]).
+pub const WIRE_VERSION: u16 = 3;
+/// The second wire version, still read (agents of older builds send it).
+pub const WIRE_VERSION_2: u16 = 2;
 /// The first wire version, still read (agents of older builds send it).
 pub const WIRE_VERSION_1: u16 = 1;
-/// Header bytes before the hostname (version 2).
-pub const HEADER_FIXED_LEN: usize = 70;
+/// Header bytes before the hostname (version 3).
+pub const HEADER_FIXED_LEN: usize = 86;
+/// Header bytes before the hostname in version 2.
+pub const HEADER_FIXED_LEN_V2: usize = 70;
 /// Header bytes before the hostname in version 1.
 pub const HEADER_FIXED_LEN_V1: usize = 61;
 /// `flags` bit 0: the datagram ends with a [`MAC_LEN`]-byte tag.
@@ -88,6 +92,14 @@ pub struct DatagramHeader<H = String> {
     /// a restarted agent with a fixed `--agent-id` is a new incarnation
     /// whose sequence numbers start again; 0 in version 1.
     pub incarnation: u64,
+    /// The sink instance of the newest acknowledgement the agent took (0:
+    /// none yet; 0 in versions 1 and 2): with a key, what binds the
+    /// datagram to one sink process (docs/security.md).
+    pub sink_instance: u64,
+    /// The agent's CLOCK_MONOTONIC when it built the datagram, ns (0 in
+    /// versions 1 and 2): tells a sink when a datagram bound to another
+    /// instance was sent, relative to the agent's later ones.
+    pub sent_mono_ns: u64,
     /// The agent's hostname (at most [`MAX_HOSTNAME_LEN`] bytes of UTF-8).
     pub hostname: H,
 }
@@ -120,6 +132,8 @@ impl<H: AsRef<str>> DatagramHeader<H> {
             event_count: self.event_count,
             flags: self.flags,
             incarnation: self.incarnation,
+            sink_instance: self.sink_instance,
+            sent_mono_ns: self.sent_mono_ns,
             hostname: f(self.hostname.as_ref()),
         }
     }
@@ -134,8 +148,8 @@ impl<H: AsRef<str>> DatagramHeader<H> {
         self.map_hostname(str::to_owned)
     }
 
-    /// Write the header into `out[..encoded_len()]` (version 1 leaves
-    /// `flags` and `incarnation` out).
+    /// Write the header into `out[..encoded_len()]` (older versions leave
+    /// the fields they do not have out).
     fn write_into(&self, out: &mut [u8]) {
         let hl = self.encoded_len();
         out[0..4].copy_from_slice(&MAGIC);
@@ -152,9 +166,13 @@ impl<H: AsRef<str>> DatagramHeader<H> {
         let hostname = self.hostname.as_ref();
         out[60] = hostname.len() as u8;
         let fixed = fixed_len(self.version);
-        if fixed == HEADER_FIXED_LEN {
+        if fixed >= HEADER_FIXED_LEN_V2 {
             out[61] = self.flags;
             out[62..70].copy_from_slice(&self.incarnation.to_le_bytes());
+        }
+        if fixed >= HEADER_FIXED_LEN {
+            out[70..78].copy_from_slice(&self.sink_instance.to_le_bytes());
+            out[78..86].copy_from_slice(&self.sent_mono_ns.to_le_bytes());
         }
         out[fixed..hl].copy_from_slice(hostname.as_bytes());
     }
@@ -195,7 +213,7 @@ impl<'a> DatagramHeader<&'a str> {
             u64::from_le_bytes(b)
         };
         let version = u16_at(4);
-        if version != WIRE_VERSION && version != WIRE_VERSION_1 {
+        if !(WIRE_VERSION_1..=WIRE_VERSION).contains(&version) {
             return Err(DecodeError::UnsupportedVersion {
                 found: version,
                 supported: WIRE_VERSION,
@@ -208,8 +226,13 @@ impl<'a> DatagramHeader<&'a str> {
                 need: fixed,
             });
         }
-        let (flags, incarnation) = if version == WIRE_VERSION {
+        let (flags, incarnation) = if version >= WIRE_VERSION_2 {
             (buf[61], u64_at(62))
+        } else {
+            (0, 0)
+        };
+        let (sink_instance, sent_mono_ns) = if version >= WIRE_VERSION {
+            (u64_at(70), u64_at(78))
         } else {
             (0, 0)
         };
@@ -249,6 +272,8 @@ impl<'a> DatagramHeader<&'a str> {
                 event_count: u16_at(58),
                 flags,
                 incarnation,
+                sink_instance,
+                sent_mono_ns,
                 hostname,
             },
             header_len,
@@ -256,12 +281,12 @@ impl<'a> DatagramHeader<&'a str> {
     }
 }
 
-/// Header bytes before the hostname in `version` (1 or 2).
+/// Header bytes before the hostname in `version` (1, 2 or 3).
 pub const fn fixed_len(version: u16) -> usize {
-    if version == WIRE_VERSION_1 {
-        HEADER_FIXED_LEN_V1
-    } else {
-        HEADER_FIXED_LEN
+    match version {
+        WIRE_VERSION_1 => HEADER_FIXED_LEN_V1,
+        WIRE_VERSION_2 => HEADER_FIXED_LEN_V2,
+        _ => HEADER_FIXED_LEN,
     }
 }
 
@@ -528,14 +553,13 @@ impl DatagramBuilder {
         Self::for_version(hostname, max_len, WIRE_VERSION)
     }
 
-    /// A builder for `version` ([`WIRE_VERSION`] or [`WIRE_VERSION_1`], what
-    /// an agent of an older build sends; anything else is taken as the
-    /// current version).
+    /// A builder for `version` ([`WIRE_VERSION`], or [`WIRE_VERSION_2`] or
+    /// [`WIRE_VERSION_1`], what agents of older builds send; anything else
+    /// is taken as the current version).
     pub fn for_version(hostname: &str, max_len: usize, version: u16) -> Self {
-        let version = if version == WIRE_VERSION_1 {
-            WIRE_VERSION_1
-        } else {
-            WIRE_VERSION
+        let version = match version {
+            WIRE_VERSION_1 | WIRE_VERSION_2 => version,
+            _ => WIRE_VERSION,
         };
         let header_len = fixed_len(version) + truncate_hostname(hostname).len();
         let max_len = max_len.clamp(header_len + RECORD_HEADER_LEN, MAX_DATAGRAM_LEN);
@@ -555,7 +579,7 @@ impl DatagramBuilder {
     /// [`finish_with_mac`](Self::finish_with_mac) and still fit `max_len`.
     /// A version-1 builder cannot carry one and is left as it is.
     pub fn with_mac_room(mut self) -> Self {
-        if self.version == WIRE_VERSION {
+        if self.version >= WIRE_VERSION_2 {
             self.trailer = MAC_LEN;
             self.max_len = self
                 .max_len
@@ -637,7 +661,7 @@ impl DatagramBuilder {
         header: &DatagramHeader,
         tag: impl FnOnce(&[u8]) -> [u8; MAC_LEN],
     ) -> Vec<u8> {
-        if self.version != WIRE_VERSION {
+        if self.version == WIRE_VERSION_1 {
             return self.finish(header);
         }
         let mut out = self.frame(header, FLAG_MAC);

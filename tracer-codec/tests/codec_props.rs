@@ -98,6 +98,8 @@ fn header(host: &str, seq: u64) -> DatagramHeader {
         event_count: 0,
         flags: 0,
         incarnation: 1,
+        sink_instance: 0,
+        sent_mono_ns: 0,
         hostname: host.to_owned(),
     }
 }
@@ -274,9 +276,9 @@ fn rejections_have_specific_reasons() {
         "bad_magic"
     );
 
-    let mut v2 = good.clone();
-    v2[4] = 3;
-    assert_eq!(Datagram::decode(&v2).unwrap_err().reason(), "bad_version");
+    let mut v4 = good.clone();
+    v4[4] = 4;
+    assert_eq!(Datagram::decode(&v4).unwrap_err().reason(), "bad_version");
 
     assert_eq!(
         Datagram::decode(&good[..10]).unwrap_err().reason(),
@@ -302,7 +304,7 @@ fn rejections_have_specific_reasons() {
 
     let huge = vec![0u8; MAX_DATAGRAM_LEN + 1];
     assert_eq!(Datagram::decode(&huge).unwrap_err().reason(), "too_large");
-    for r in [&bad_magic, &v2, &count, &stage] {
+    for r in [&bad_magic, &v4, &count, &stage] {
         let reason = Datagram::decode(r).unwrap_err().reason();
         assert!(DecodeError::ALL_REASONS.contains(&reason));
     }
@@ -428,6 +430,27 @@ proptest! {
         prop_assert_eq!((d.header.version, d.header.flags, d.header.incarnation), (1, 0, 0));
         prop_assert_eq!(d.header.seq, seq);
         prop_assert_eq!(d.records.len(), events.len().min(d.header.event_count as usize));
+        both_agree(&bytes)?;
+    }
+
+    #[test]
+    fn version_2_datagrams_still_read(events in prop::collection::vec(arb_tx(), 0..12),
+                                      host in "[a-z]{0,20}", seq in any::<u64>()) {
+        let mut b = DatagramBuilder::for_version(&host, 1472, WIRE_VERSION_2).with_mac_room();
+        for e in &events { b.push_tx(e); }
+        let mut h = header(&host, seq);
+        h.incarnation = 77;
+        h.sink_instance = 5;
+        h.sent_mono_ns = 6;
+        // Version 2 carries a tag, but not the binding to a sink.
+        let bytes = b.finish_with_mac(&h, |_| [0xAA; MAC_LEN]);
+        prop_assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), WIRE_VERSION_2);
+        prop_assert_eq!(usize::from(u16::from_le_bytes([bytes[6], bytes[7]])), HEADER_FIXED_LEN_V2 + host.len());
+        prop_assert_eq!(&bytes[HEADER_FIXED_LEN_V2..HEADER_FIXED_LEN_V2 + host.len()], host.as_bytes());
+        let d = Datagram::decode(&bytes).unwrap();
+        let got = (d.header.version, d.header.flags, d.header.incarnation, d.header.sink_instance, d.header.sent_mono_ns);
+        prop_assert_eq!(got, (2, FLAG_MAC, 77, 0, 0));
+        prop_assert_eq!(d.header.seq, seq);
         both_agree(&bytes)?;
     }
 }

@@ -51,6 +51,8 @@ fn parse_and_walk_allocate_nothing() {
         event_count: 0,
         flags: 0,
         incarnation: 1,
+        sink_instance: 0,
+        sent_mono_ns: 0,
         hostname: "host-a".to_owned(),
     };
     let bytes = b.finish(&header);

@@ -44,6 +44,8 @@ fn datagram(size: usize, key: Option<&tracer_auth::MacKey>) -> (Vec<u8>, u64) {
         event_count: 0,
         flags: 0,
         incarnation: 7,
+        sink_instance: 0,
+        sent_mono_ns: 0,
         hostname: "bench-host".into(),
     };
     let d = match key {

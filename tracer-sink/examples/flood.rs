@@ -72,6 +72,8 @@ fn sender(
         event_count: 0,
         flags: 0,
         incarnation: u64::from(std::process::id()) << 8 | idx as u64 | 1 << 63,
+        sink_instance: 0,
+        sent_mono_ns: 0,
         hostname: host.clone(),
     };
     // Build one full datagram as a template; patch the header and the

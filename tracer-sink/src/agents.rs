@@ -416,6 +416,8 @@ mod tests {
             event_count: 3,
             flags: 0,
             incarnation: 0,
+            sink_instance: 0,
+            sent_mono_ns: 0,
             hostname: "a".into(),
         };
         assert_eq!(
@@ -461,6 +463,8 @@ mod tests {
             event_count: 1,
             flags: 0,
             incarnation: 0,
+            sink_instance: 0,
+            sent_mono_ns: 0,
             hostname: "h".into(),
         }
     }

@@ -40,6 +40,7 @@ mod batch;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod freshness;
 pub mod limits;
 mod pcapng;
 pub mod peers;

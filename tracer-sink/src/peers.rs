@@ -238,6 +238,20 @@ impl Peer {
         self.replay.as_ref().is_none_or(|w| w.is_fresh(seq))
     }
 
+    /// Highest datagram sequence number accepted + 1.
+    pub(crate) fn seq_top(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The key of its agent incarnation.
+    pub(crate) fn key(&self) -> crate::agents::AgentKey {
+        crate::agents::AgentKey {
+            agent_id: self.agent_id,
+            boot_id: self.boot_id,
+            incarnation: self.incarnation,
+        }
+    }
+
     /// Its part of the comment of its Interface Statistics Block.
     ///
     /// preceding_events: this agent's events numbered before the first one
@@ -446,6 +460,25 @@ impl PeerTable {
             out.push((p.source, bytes));
         }
         out
+    }
+}
+
+impl PeerTable {
+    /// An acknowledgement with nothing to account for yet, sent to an
+    /// incarnation whose datagrams are held (see [`crate::freshness`]):
+    /// its `sink_instance` is what the agent binds its datagrams to.
+    pub(crate) fn binding_ack(&mut self, key: &crate::agents::AgentKey) -> Option<Vec<u8>> {
+        let keys = self.keys.as_ref()?;
+        self.ack_seq += 1;
+        let ack = Ack {
+            sink_instance: self.instance,
+            ack_seq: self.ack_seq,
+            agent_id: key.agent_id,
+            boot_id: key.boot_id,
+            incarnation: key.incarnation,
+            ..Ack::default()
+        };
+        Some(ack.encode_with_mac(|d| keys.ack.tag(d)))
     }
 }
 

@@ -23,6 +23,7 @@ use crate::agents::{has_control, AgentKey, Observation};
 use crate::batch::{AgentInfo, Batch, BatchPool, EventMeta, ToWriter};
 use crate::clock::SinkClock;
 use crate::error::SinkError;
+use crate::freshness::Verdict;
 use crate::limits::WarnEvery;
 use crate::peers::{check_tag, fingerprint, worth_logging, SourceChange};
 use crate::stats::{Shared, SharedState};
@@ -193,6 +194,7 @@ impl Receiver {
     ) -> Result<(), SinkError> {
         let now = Instant::now();
         self.warn.flush(now);
+        refuse_unconfirmed(shared, now);
         let Some(idle) = self.idle_timeout else {
             return Ok(());
         };
@@ -209,6 +211,10 @@ impl Receiver {
             for a in &mut gone {
                 if let Some(p) = st.peers.remove(a.index) {
                     a.comment.push_str(&p.isb_comment());
+                    // Its datagrams so far stay refused after it is gone.
+                    if let Some(f) = st.fresh.as_mut() {
+                        f.retire(p.key(), p.seq_top());
+                    }
                 }
             }
             (gone, st.agents.agents.len())
@@ -251,6 +257,16 @@ struct Out<'a> {
     warn: &'a mut WarnEvery,
 }
 
+impl Out<'_> {
+    fn reborrow(&mut self) -> Out<'_> {
+        Out {
+            batch: self.batch,
+            new_agents: self.new_agents,
+            warn: self.warn,
+        }
+    }
+}
+
 /// Reject reasons that mean a limit of the sink bit (logged at warn level,
 /// once per interval).
 const LIMIT_REASONS: &[&str] = &["seq_jump", "new_agent_rate", "too_many_agents"];
@@ -290,6 +306,55 @@ fn handle_datagram(
         }
         None => {}
     }
+    let mut out = out;
+    if let Some(f) = st.fresh.as_mut() {
+        match f.judge(&h, bytes, src, arrived) {
+            Verdict::Take { released, stale } => {
+                for _ in 0..stale {
+                    st.rx.reject(src, "stale");
+                }
+                if stale > 0 {
+                    tracing::warn!(%src, agent_id = %format_args!("{:016x}", h.agent_id), stale,
+                        "refused held datagrams sent before this sink started: replayed (the agent has bound to this sink since)");
+                }
+                for d in released {
+                    admit(st, out.reborrow(), &d.bytes, d.src, now_ns, d.arrived);
+                }
+            }
+            Verdict::Refuse(reason) => {
+                let why: &dyn std::fmt::Display = match reason {
+                    "auth_old_version" => {
+                        &"with a key, only wire version 3 tells a replay: upgrade the agent"
+                    }
+                    "stale" => &"bound to another sink instance and sent before this sink started",
+                    _ => &"not fresh",
+                };
+                return reject(st, reason, why);
+            }
+            Verdict::Hold { first } => {
+                st.bind_now |= first;
+                return;
+            }
+        }
+    }
+    admit(st, out, bytes, src, now_ns, arrived);
+}
+
+/// The part of [`handle_datagram`] after authentication and freshness:
+/// validate the whole datagram, the replay window and the agent table,
+/// then batch its events.
+fn admit(
+    st: &mut SharedState,
+    out: Out<'_>,
+    bytes: &[u8],
+    src: SocketAddr,
+    now_ns: u64,
+    arrived: Instant,
+) {
+    let reject = |st: &mut SharedState, reason: &'static str, what: &dyn std::fmt::Display| {
+        tracing::debug!(%src, reason, error = %what, "rejected datagram");
+        st.rx.reject(src, reason);
+    };
     let d = match DatagramView::parse(bytes) {
         Ok(d) => d,
         Err(e) => return reject(st, e.reason(), &e),
@@ -413,13 +478,43 @@ fn handle_datagram(
     }
 }
 
+/// Refuse (as `unconfirmed`) the held datagrams that waited past the
+/// hold timeout at `now`: their agent never bound to this sink.
+fn refuse_unconfirmed(shared: &Shared, now: Instant) {
+    let mut st = shared.lock();
+    let Some(f) = st.fresh.as_mut() else {
+        return;
+    };
+    for (key, src, n) in f.expire_held(now) {
+        tracing::warn!(%src, agent_id = %format_args!("{:016x}", key.agent_id),
+            incarnation = %format_args!("{:016x}", key.incarnation), datagrams = n,
+            "refused datagrams whose agent never confirmed this sink's instance: a replay of a \
+             finished agent, or the sink's acknowledgements do not reach the agent (a firewall?)");
+        for _ in 0..n {
+            st.rx.reject(src, "unconfirmed");
+        }
+    }
+}
+
 /// Send every acknowledgement that is due, without waiting: one that does
 /// not fit the socket's send buffer now is sent with the next round.
 fn send_acks(socket: &UdpSocket, shared: &Shared) {
     let acks = {
         let mut st = shared.lock();
-        let SharedState { agents, peers, .. } = &mut *st;
-        peers.due_acks(|i| agents.agents.get(&i).map_or(0, |a| a.seq.event_gaps))
+        st.bind_now = false;
+        let SharedState {
+            agents,
+            peers,
+            fresh,
+            ..
+        } = &mut *st;
+        let mut acks = peers.due_acks(|i| agents.agents.get(&i).map_or(0, |a| a.seq.event_gaps));
+        // Held datagrams wait for their agent to bind to this sink: tell
+        // it this sink's instance, again every tick until it does.
+        for (key, to) in fresh.as_ref().map(|f| f.awaiting()).unwrap_or_default() {
+            acks.extend(peers.binding_ack(&key).map(|b| (to, b)));
+        }
+        acks
     };
     let mut sent = 0;
     for (to, bytes) in acks {
@@ -474,6 +569,9 @@ pub(crate) async fn receive(
                         break;
                     }
                 }
+                if shared.lock().bind_now {
+                    send_acks(socket, &shared);
+                }
             }
         }
     }
@@ -485,6 +583,7 @@ pub(crate) async fn receive(
             break;
         }
     }
+    refuse_unconfirmed(&shared, Instant::now() + crate::freshness::HOLD_TIMEOUT);
     r.warn.finish();
     tracing::debug!("receiver drained the socket");
     Ok(())

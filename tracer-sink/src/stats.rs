@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tracer_codec::{ClockSource, ClockState, DecodeError};
 
 use crate::agents::{AgentState, AgentTable, AgentTotals, SINK_REASONS};
+use crate::freshness::{Freshness, FRESHNESS_REASONS};
 use crate::peers::{Peer, PeerTable, SinkKeys, AUTH_REASONS};
 
 /// Distinct source addresses whose rejects are counted separately; the
@@ -150,6 +151,10 @@ pub struct SinkStats {
     /// Acknowledgements sent to agents.
     #[serde(default)]
     pub acks_sent: u64,
+    /// Authenticated datagrams waiting for their agent to bind to this
+    /// sink (neither accepted nor rejected yet; see docs/security.md).
+    #[serde(default)]
+    pub datagrams_held: u64,
     /// Rejected datagrams by reason (every reason listed, zeros included).
     pub rejects: BTreeMap<String, u64>,
     /// Rejected datagrams by source address, then reason (non-zero only).
@@ -195,6 +200,7 @@ impl ReceiveCounters {
             .iter()
             .chain(SINK_REASONS)
             .chain(AUTH_REASONS)
+            .chain(FRESHNESS_REASONS)
         {
             c.rejects.insert(r, 0);
         }
@@ -231,6 +237,11 @@ pub(crate) struct WriterCounters {
 pub(crate) struct SharedState {
     pub agents: AgentTable,
     pub peers: PeerTable,
+    /// With a key: what tells replays from late datagrams across restarts.
+    pub fresh: Option<Freshness>,
+    /// An incarnation's first datagram was just held: send the binding
+    /// acknowledgements now rather than at the next tick.
+    pub bind_now: bool,
     pub rx: ReceiveCounters,
     pub wr: WriterCounters,
 }
@@ -250,12 +261,20 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn new(keys: Option<SinkKeys>, max_listed: usize) -> Self {
+        let started = Instant::now();
+        let peers = PeerTable::new(keys);
+        let fresh = peers
+            .keys()
+            .is_some()
+            .then(|| Freshness::new(peers.instance, started));
         Shared {
-            started: Instant::now(),
+            started,
             max_listed,
             state: Mutex::new(SharedState {
                 agents: AgentTable::default(),
-                peers: PeerTable::new(keys),
+                peers,
+                fresh,
+                bind_now: false,
                 rx: ReceiveCounters::new(),
                 wr: WriterCounters::default(),
             }),
@@ -295,6 +314,7 @@ impl Shared {
             authenticated: s.peers.keys().is_some(),
             tags_unchecked: rx.tags_unchecked,
             acks_sent: rx.acks_sent,
+            datagrams_held: s.fresh.as_ref().map_or(0, |f| f.held() as u64),
             rejects: own(&rx.rejects),
             hostnames_sanitized: rx.hostnames_sanitized,
             rejects_by_source: by_source,

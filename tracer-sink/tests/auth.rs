@@ -69,13 +69,15 @@ async fn keyed_sink_refuses_missing_wrong_altered_and_replayed_datagrams() {
     for d in [&d0, &d1] {
         tx.send_to(d, sink.addr).unwrap();
     }
+    // Held until the agent binds to this sink; taken when it has.
+    good.bind(&tx);
     tx.send_to(&nokey.datagram(&[ev(10)]), sink.addr).unwrap();
     tx.send_to(&old.datagram(&[ev(11)]), sink.addr).unwrap();
     tx.send_to(&wrong.datagram(&[ev(12)]), sink.addr).unwrap();
     // One bit changed anywhere, header, record or tag: refused.
     let d2 = good.datagram(&[ev(4)]);
     let mut altered = Vec::new();
-    for at in [4, 33, 49, 61, 70, d2.len() - 30, d2.len() - 1] {
+    for at in [5, 33, 49, 61, 70, d2.len() - 30, d2.len() - 1] {
         let mut b = d2.clone();
         b[at] ^= 0x01;
         altered.push(b);
@@ -94,7 +96,7 @@ async fn keyed_sink_refuses_missing_wrong_altered_and_replayed_datagrams() {
     let (stats, dir) = sink.stop().await;
     assert!(stats.authenticated);
     let r = |k: &str| stats.rejects[k];
-    // The header is read first: the change at offset 4 makes version 3
+    // The header is read first: the change at offset 5 makes version 259
     // (`bad_version`), the one at 61 clears the tag flag ("untagged").
     assert_eq!(r("bad_version"), 1);
     assert_eq!(
@@ -203,6 +205,9 @@ async fn a_forged_future_datagram_does_not_hide_the_real_one() {
                 .send_to(&real.datagram(&[ev(i)]), sink.addr)
                 .unwrap();
         }
+        if keyed {
+            real.bind(&agent_sock);
+        }
         forger_sock
             .send_to(&forger.datagram(&[ev(999)]), sink.addr)
             .unwrap();
@@ -295,6 +300,7 @@ async fn agents_get_tagged_acknowledgements_of_what_reached_the_file() {
     a.seq = 100;
     a.event_seq = 1000;
     sock.send(&a.datagram(&[ev(1), ev(2)])).unwrap();
+    a.bind(&sock);
     let _lost = a.datagram(&[ev(3), ev(4), ev(5)]);
     sock.send(&a.datagram(&[ev(6)])).unwrap();
     let (ack, bytes) = ack_until(&sock, |a| a.delivered_events == 3);
@@ -352,14 +358,19 @@ async fn forgeries_spend_no_admission_budget_and_move_no_sequence() {
     forged_ahead.seq = 1 << 40;
     let first = real.datagram(&[ev(1)]);
     tx.send_to(&first, sink.addr).unwrap();
+    real.bind(&tx);
     tx.send_to(&forged_ahead.datagram(&[ev(902)]), sink.addr)
         .unwrap();
-    // The source's whole burst is still there for real agents.
+    // The source's whole burst is still there for real agents (each binds
+    // to the sink, then its datagrams are taken).
     let mut others: Vec<SimAgent> = (1..burst)
         .map(|i| SimAgent::new(0xAA + i, "real").with_key(&k))
         .collect();
     for (i, a) in others.iter_mut().enumerate() {
         tx.send_to(&a.datagram(&[ev(10 + i as u64)]), sink.addr)
+            .unwrap();
+        a.bind(&tx);
+        tx.send_to(&a.datagram(&[ev(30 + i as u64)]), sink.addr)
             .unwrap();
     }
     let second = real.datagram(&[ev(2)]);

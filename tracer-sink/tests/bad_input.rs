@@ -29,7 +29,7 @@ fn bad_datagrams(a: &mut SimAgent) -> Vec<(&'static str, Vec<u8>)> {
     v.push(("bad_magic", vec![0xABu8; 300]));
     v.push(("bad_version", {
         let mut d = good(a);
-        d[4..6].copy_from_slice(&3u16.to_le_bytes());
+        d[4..6].copy_from_slice(&4u16.to_le_bytes());
         d
     }));
     v.push(("bad_flags", {

@@ -65,6 +65,8 @@ fn originals(rng: &mut Rng) -> Vec<Vec<u8>> {
                     event_count: 0,
                     flags: 0,
                     incarnation: a.incarnation,
+                    sink_instance: 0,
+                    sent_mono_ns: 0,
                     hostname: a.host.clone(),
                 });
                 a.seq += 1;

@@ -445,6 +445,10 @@ pub fn golden_datagrams() -> Vec<(Agent, Vec<Sent>)> {
 
 /// Incarnation of every test agent's datagrams (version 2).
 pub const INCARNATION: u64 = 0x1234_5678_9abc_def1;
+/// The sink instance every version-3 datagram of the fixtures is bound to.
+pub const BOUND_SINK: u64 = 0x0bad_cafe_0000_0001;
+/// The agent clock every version-3 datagram of the fixtures was sent at.
+pub const SENT_MONO_NS: u64 = 987_654_321_000;
 
 /// A real datagram (tracer_codec::DatagramBuilder) holding `events`.
 pub fn datagram(agent: &Agent, seq: u64, lost_events: u64, events: &[Sent]) -> Vec<u8> {
@@ -482,6 +486,8 @@ pub fn datagram_with(
         event_count: 0, // set by the builder
         flags: 0,
         incarnation: INCARNATION,
+        sink_instance: BOUND_SINK,
+        sent_mono_ns: SENT_MONO_NS,
         hostname: agent.host.to_owned(),
     };
     match key {

@@ -43,6 +43,8 @@ pub struct SimAgent {
     pub version: u16,
     /// Tag every datagram with this key.
     pub key: Option<tracer_auth::MacKey>,
+    /// The sink instance its datagrams are bound to (0: none yet).
+    pub sink_instance: u64,
 }
 
 impl SimAgent {
@@ -60,7 +62,37 @@ impl SimAgent {
             incarnation: agent_id ^ 0x1_0000_0000,
             version: WIRE_VERSION,
             key: None,
+            sink_instance: 0,
         }
+    }
+
+    /// Bind to the sink as a real agent does: read acknowledgements on
+    /// `sock` (where this agent's datagrams came from) until one for this
+    /// agent from another sink instance than the current one arrives, and
+    /// carry that instance from now on. A keyed sink holds an agent's
+    /// datagrams until it has bound.
+    pub fn bind(&mut self, sock: &UdpSocket) {
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        let mut buf = [0u8; 256];
+        while std::time::Instant::now() < end {
+            let Ok(n) = sock.recv(&mut buf) else {
+                continue;
+            };
+            if let Ok((ack, _)) = tracer_codec::Ack::parse(&buf[..n]) {
+                if (ack.agent_id, ack.incarnation) == (self.agent_id, self.incarnation)
+                    && ack.sink_instance != self.sink_instance
+                {
+                    self.sink_instance = ack.sink_instance;
+                    return;
+                }
+            }
+        }
+        panic!(
+            "agent {:x}: no acknowledgement to bind to within 5 s",
+            self.agent_id
+        );
     }
 
     /// The same agent tagging its datagrams with `key`.
@@ -98,6 +130,8 @@ impl SimAgent {
             event_count: 0,
             flags: 0,
             incarnation: self.incarnation,
+            sink_instance: self.sink_instance,
+            sent_mono_ns: mono_ns(),
             hostname: self.host.clone(),
         }
     }
@@ -132,6 +166,17 @@ impl SimAgent {
         (self.max_len - tracer_codec::wire::fixed_len(self.version) - self.host.len() - tag)
             / (RECORD_HEADER_LEN + TxEvent::BODY_LEN)
     }
+}
+
+/// CLOCK_MONOTONIC now, ns (what an agent stamps its datagrams with).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A plausible TX event at `global_ns`.
