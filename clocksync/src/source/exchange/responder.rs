@@ -10,7 +10,8 @@ use crate::global::GlobalClock;
 use crate::source::exchange::msg::{Kind, Message, FLAG_SYNCED};
 use crate::source::exchange::phcmap::PhcMap;
 use crate::source::exchange::socket::{
-    enable_timestamping, recv_message, send_stamped, StampMode, HARDWARE_FLAGS, SOFTWARE_FLAGS,
+    admit_requests, enable_timestamping, kernel_drops, recv_message, send_stamped, StampMode, HARDWARE_FLAGS,
+    SOFTWARE_FLAGS,
 };
 use crate::source::exchange::stats::ExchangeStats;
 use crate::source::realtime::RealtimeMonoTracker;
@@ -28,6 +29,8 @@ pub struct Responder {
     phc_map: Option<PhcMap>,
     /// Take only requests tagged with this key and tag every answer.
     auth: Option<tracer_auth::MacKey>,
+    /// The socket's kernel drop counter when the responder took it.
+    drops_at_start: u64,
 }
 
 impl Responder {
@@ -47,6 +50,7 @@ impl Responder {
             StampMode::Hardware => return Err(ClockError::NeedsPhc),
             StampMode::User => {}
         }
+        let drops_at_start = kernel_drops(&sock)?;
         Ok(Responder {
             sock,
             clock,
@@ -56,6 +60,7 @@ impl Responder {
             rt_map: RealtimeMonoTracker::new()?,
             phc_map: None,
             auth: None,
+            drops_at_start,
         })
     }
 
@@ -66,6 +71,7 @@ impl Responder {
         phc: PhcMap,
     ) -> Result<Self, ClockError> {
         enable_timestamping(&sock, HARDWARE_FLAGS)?;
+        let drops_at_start = kernel_drops(&sock)?;
         Ok(Responder {
             sock,
             clock,
@@ -75,6 +81,7 @@ impl Responder {
             rt_map: RealtimeMonoTracker::new()?,
             phc_map: Some(phc),
             auth: None,
+            drops_at_start,
         })
     }
 
@@ -87,7 +94,11 @@ impl Responder {
 
     /// Counters.
     pub fn stats(&self) -> ExchangeStats {
-        self.stats
+        let mut s = self.stats;
+        if let Ok(d) = kernel_drops(&self.sock) {
+            s.dropped_by_kernel = d.wrapping_sub(self.drops_at_start);
+        }
+        s
     }
 
     /// A realtime stamp on the global axis (None before the clock has a mapping).
@@ -180,10 +191,11 @@ impl Responder {
 
     /// Serve until `stop` is set (checked every 100 ms).
     pub fn run(&mut self, stop: &StopFlag) -> Result<ExchangeStats, ClockError> {
+        admit_requests(&self.sock, self.auth.is_some())?;
         while !stop.is_set() {
             self.serve_one(Duration::from_millis(100))?;
         }
-        Ok(self.stats)
+        Ok(self.stats())
     }
 
     /// Run on its own thread until the worker is stopped or dropped.
