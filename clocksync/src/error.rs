@@ -47,6 +47,9 @@ pub enum ClockError {
         /// Why it was rejected (what was expected instead).
         reason: String,
     },
+    /// A test-only clock error injection outside its range.
+    #[error("{0}")]
+    BadInjection(String),
     /// A servo name could not be parsed.
     #[error("unknown servo {0:?}: expected pi or linreg")]
     UnknownServo(String),

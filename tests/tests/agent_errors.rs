@@ -186,15 +186,25 @@ fn argument_errors_are_clear_and_nothing_is_clamped() {
             "expected HOST:PORT",
         ),
         (
-            // A host name resolves: the next check (after parsing) speaks.
+            // A host name resolves; the ring size is checked while parsing too.
             vec![
                 "--sink".into(),
                 "localhost:7420".into(),
                 "--ring-slots".into(),
                 "3".into(),
             ],
-            Some(1),
-            "--ring-slots must be a power of two",
+            Some(2),
+            "3 is not in 64..=1048576",
+        ),
+        (
+            vec![
+                "--sink".into(),
+                "localhost:7420".into(),
+                "--ring-slots".into(),
+                "100".into(),
+            ],
+            Some(2),
+            "100 is not a power of two",
         ),
         (
             vec![

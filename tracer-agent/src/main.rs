@@ -52,10 +52,10 @@ Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN). Ctrl-C detaches the probes,
 sends what is queued and prints the final counters."
 )]
 struct Cli {
-    /// Address of the tracer-sink (HOST:PORT, UDP): an IP address
-    /// (`[v6]:PORT` for IPv6) or a host name, resolved once at start (the
-    /// first address it resolves to is used).
-    #[arg(long, value_name = "HOST:PORT", value_parser = parse_sink)]
+    /// Address of the tracer-sink (HOST:PORT, UDP, port 1 to 65535): an IP
+    /// address (`[v6]:PORT` for IPv6) or a host name, resolved once at
+    /// start (the first address it resolves to is used).
+    #[arg(long, value_name = "HOST:PORT", value_parser = tracer_cli::host_port)]
     sink: SocketAddr,
 
     #[arg(
@@ -84,7 +84,8 @@ struct Cli {
     /// skb that carries a sampled sender's bytes). UDP is not sampled.
     /// 1 traces everything. Stats show the sendmsg calls seen
     /// (`sendmsg_seen`). See docs/reading-a-trace.md#sampling.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// [range: 1..=1000000]
+    #[arg(long, default_value = "1", value_name = "N", value_parser = tracer_cli::int(1u32, MAX_SAMPLE_EVERY))]
     sample_every: u32,
 
     #[arg(
@@ -108,9 +109,10 @@ struct Cli {
     #[arg(long)]
     trace_self: bool,
 
-    /// Trace the network namespace of this file (e.g. /run/netns/NAME)
-    /// instead of the agent's own.
-    #[arg(long, conflicts_with = "all_netns")]
+    /// Trace the network namespace of this file (e.g. /run/netns/NAME or
+    /// /proc/PID/ns/net) instead of the agent's own. Any other file is
+    /// refused (the kernel is asked what namespace it is).
+    #[arg(long, value_name = "PATH", conflicts_with = "all_netns", value_parser = parse_netns)]
     netns: Option<PathBuf>,
 
     /// Trace sockets of every network namespace.
@@ -118,43 +120,50 @@ struct Cli {
     all_netns: bool,
 
     /// Name of this host in the trace (pcapng interface name): 1 to 64
-    /// bytes of UTF-8 without control characters. Default: the kernel
+    /// bytes of UTF-8 without control characters or bidirectional
+    /// formatting characters (U+202A..E, U+2066..9, U+200E/F, U+061C),
+    /// which would reorder what Wireshark shows. Default: the kernel
     /// hostname.
-    #[arg(long, value_parser = parse_hostname)]
+    #[arg(long, value_name = "NAME", value_parser = tracer_cli::hostname(tracer_codec::MAX_HOSTNAME_LEN))]
     hostname: Option<String>,
 
-    /// Agent id in the trace (hex or decimal). Default: random per run.
-    #[arg(long, value_parser = parse_u64)]
+    /// Agent id in the trace (decimal, or hex with 0x). Default: random per
+    /// run. [range: 0..=0xffffffffffffffff]
+    #[arg(long, value_name = "ID", value_parser = parse_agent_id)]
     agent_id: Option<u64>,
 
-    /// Print counters every SECS seconds (0: only at exit).
-    #[arg(long, default_value_t = 0.0, value_name = "SECS")]
-    stats_interval: f64,
+    /// Print counters every SECS seconds; 0 prints them only at exit.
+    /// [range: 0 or 0.1..=86400 s]
+    #[arg(long, default_value = "0", value_name = "SECS", value_parser = tracer_cli::secs_or_zero(0.1, 86400.0))]
+    stats_interval: Duration,
 
     /// Print counters as JSON lines.
     #[arg(long)]
     json: bool,
 
-    /// UDP payload bytes per datagram, 256 to 65507. Default: route MTU
-    /// minus IP/UDP headers.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(MIN_DATAGRAM..=MAX_DATAGRAM))]
+    /// UDP payload bytes per datagram. Default: route MTU minus IP/UDP
+    /// headers. [range: 256..=65507]
+    #[arg(long, value_name = "BYTES", value_parser = tracer_cli::int(MIN_DATAGRAM, MAX_DATAGRAM))]
     max_datagram: Option<u32>,
 
     /// Longest time (ms) an event waits for its datagram to fill.
-    #[arg(long, default_value_t = 100, value_name = "MS")]
-    flush_ms: u64,
+    /// [range: 1..=10000 ms]
+    #[arg(long, default_value = "100", value_name = "MS", value_parser = tracer_cli::millis(1, 10_000))]
+    flush_ms: Duration,
 
     /// Drain period of the probe's ring (ms). The probe never wakes the
     /// agent, to keep the traced path cheap; this bounds the delay of
     /// events. Each drain is a context switch on the traced host: keep it
     /// long (the agent drains every 5 ms while the ring fills fast).
-    #[arg(long, default_value_t = 100, value_name = "MS")]
-    poll_ms: u64,
+    /// [range: 1..=10000 ms]
+    #[arg(long, default_value = "100", value_name = "MS", value_parser = tracer_cli::millis(1, 10_000))]
+    poll_ms: Duration,
 
-    /// Record slots per CPU in each probe's ring (power of two; 120 bytes
+    /// Record slots per CPU in each probe's ring, a power of two (120 bytes
     /// each for tx). The agent reads them every --poll-ms, sooner while they fill
     /// fast; records overwritten before that are counted as lost.
-    #[arg(long, default_value_t = 32768, value_name = "N")]
+    /// [range: 64..=1048576]
+    #[arg(long, default_value = "32768", value_name = "N", value_parser = tracer_cli::power_of_two(64, 1 << 20))]
     ring_slots: u32,
 
     /// Reference of the global clock every event is converted to:
@@ -168,24 +177,26 @@ struct Cli {
 
     /// UDP port of the sink's clock responder, for `--clock sink` (and
     /// whatever --clock is, to keep its exchanges out of the trace: see
-    /// --trace-self). Default: the sink's port + 1.
-    #[arg(long, value_name = "PORT")]
+    /// --trace-self). Default: the sink's port + 1. [range: 1..=65535]
+    #[arg(long, value_name = "PORT", value_parser = tracer_cli::int(1u16, u16::MAX))]
     clock_port: Option<u16>,
 
     /// With `--clock sink`: stamp the exchange with the NIC hardware stamps of
     /// this interface (it needs a PHC, and hardware timestamping switched on,
     /// as ptp4l does) instead of kernel software stamps.
-    #[arg(long, value_name = "IFACE")]
+    #[arg(long, value_name = "IFACE", value_parser = tracer_cli::iface_name)]
     clock_hw_iface: Option<String>,
 
-    /// Seconds between clock updates (each one is also sent as a clock event).
-    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
-    clock_interval: f64,
+    /// Seconds between clock updates (each one is also sent as a clock
+    /// event). [range: 0.01..=3600 s]
+    #[arg(long, default_value = "1", value_name = "SECS", value_parser = tracer_cli::secs(0.01, 3600.0))]
+    clock_interval: Duration,
 
     /// Wait up to SECS for the clock to lock before tracing starts (events
-    /// before a lock are converted with this host's TAI and marked UNLOCKED).
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    clock_lock_timeout: f64,
+    /// before a lock are converted with this host's TAI and marked
+    /// UNLOCKED); 0 starts at once. [range: 0..=3600 s]
+    #[arg(long, default_value = "10", value_name = "SECS", value_parser = tracer_cli::secs(0.0, 3600.0))]
+    clock_lock_timeout: Duration,
 
     /// Clock servo: `pi` (phc2sys's PI controller) or `linreg` (least squares
     /// over a sliding window).
@@ -195,23 +206,26 @@ struct Cli {
     /// TESTING ONLY: behave as if this host's CLOCK_REALTIME/CLOCK_TAI were
     /// off by this many ns (every realtime/TAI reading and kernel realtime
     /// stamp the agent takes is shifted; monotonic stamps are not).
+    /// [range: -86400000000000..=86400000000000] (one day either way)
     #[arg(
         long,
-        default_value_t = 0,
+        default_value = "0",
         value_name = "NS",
         help_heading = "Testing options",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = tracer_cli::int(-clocksync::MAX_INJECTED_OFFSET_NS, clocksync::MAX_INJECTED_OFFSET_NS)
     )]
     inject_clock_offset_ns: i64,
 
     /// TESTING ONLY: drift of the injected clock error, in ppm (the error
-    /// grows by this much per second of elapsed time).
+    /// grows by this much per second of elapsed time). [range: -1000..=1000]
     #[arg(
         long,
-        default_value_t = 0.0,
+        default_value = "0",
         value_name = "PPM",
         help_heading = "Testing options",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = tracer_cli::real(-clocksync::MAX_INJECTED_DRIFT_PPM, clocksync::MAX_INJECTED_DRIFT_PPM)
     )]
     inject_clock_drift_ppm: f64,
 
@@ -261,9 +275,10 @@ struct Cli {
     key_file: Option<PathBuf>,
 
     /// At exit, wait up to SECS for the sink to confirm that the last
-    /// events reached its file (only if it acknowledged anything before).
-    #[arg(long, default_value_t = 2.0, value_name = "SECS")]
-    ack_wait: f64,
+    /// events reached its file (only if it acknowledged anything before);
+    /// 0 does not wait. [range: 0..=60 s]
+    #[arg(long, default_value = "2", value_name = "SECS", value_parser = tracer_cli::secs(0.0, 60.0))]
+    ack_wait: Duration,
 
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
@@ -296,64 +311,28 @@ fn install_stop_handlers() -> std::io::Result<()> {
 
 /// Smallest `--max-datagram`: a header with the longest host name and a
 /// few records must fit.
-const MIN_DATAGRAM: i64 = 256;
+const MIN_DATAGRAM: u32 = 256;
 /// Largest `--max-datagram`: the largest UDP payload over IPv4.
-const MAX_DATAGRAM: i64 = tracer_codec::MAX_DATAGRAM_LEN as i64;
+const MAX_DATAGRAM: u32 = tracer_codec::MAX_DATAGRAM_LEN as u32;
+/// Largest `--sample-every`: one 64 KiB granule in a million is already
+/// one sampled byte range per 64 GB of a flow.
+const MAX_SAMPLE_EVERY: u32 = 1_000_000;
 
-/// `--sink`: `IP:PORT`, `[IPv6]:PORT` or `HOST:PORT`, resolved now.
-fn parse_sink(s: &str) -> Result<SocketAddr, String> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    let Some((host, port)) = s.rsplit_once(':') else {
-        return Err("expected HOST:PORT, e.g. 10.0.0.2:7420 or sink.lab:7420".to_owned());
-    };
-    if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(
-            "expected HOST:PORT with a port from 0 to 65535, e.g. sink.lab:7420".to_owned(),
-        );
-    }
-    use std::net::ToSocketAddrs;
-    match s.to_socket_addrs() {
-        Ok(mut addrs) => addrs
-            .next()
-            .ok_or_else(|| format!("host name {host:?} resolves to no address")),
-        Err(e) => Err(format!("cannot resolve host name {host:?}: {e}")),
-    }
-}
-
-/// Why `name` cannot be this host's name in the trace, if it cannot.
-fn hostname_problem(name: &str) -> Option<String> {
-    if name.is_empty() {
-        return Some("it is empty".to_owned());
-    }
-    if name.len() > tracer_codec::MAX_HOSTNAME_LEN {
-        return Some(format!(
-            "it is {} bytes long; the trace carries at most {}",
-            name.len(),
-            tracer_codec::MAX_HOSTNAME_LEN
-        ));
-    }
-    if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Some(format!("it contains the control character {c:?}"));
-    }
-    None
-}
-
-/// `--hostname`: 1 to 64 bytes of UTF-8 without control characters.
-fn parse_hostname(s: &str) -> Result<String, String> {
-    match hostname_problem(s) {
-        Some(p) => Err(p),
-        None => Ok(s.to_owned()),
-    }
-}
-
-fn parse_u64(s: &str) -> Result<u64, String> {
+/// `--agent-id`: any 64-bit value, decimal or hex with `0x`.
+fn parse_agent_id(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse(),
     };
-    r.map_err(|e| format!("not a number: {e}"))
+    r.map_err(|_| format!("`{s}` is not a 64-bit id: give 0 to 18446744073709551615, or 0x and up to 16 hex digits"))
+}
+
+/// `--netns`: a network namespace file, checked now (see
+/// [`tracer_agent::preflight::netns_inode`]).
+fn parse_netns(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    tracer_agent::preflight::netns_inode(&p).map_err(|e| e.to_string())?;
+    Ok(p)
 }
 
 fn main() -> std::process::ExitCode {
@@ -397,15 +376,6 @@ impl std::str::FromStr for ClockArg {
 
 fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if !cli.ring_slots.is_power_of_two() || cli.ring_slots < 64 {
-        bail!(
-            "--ring-slots must be a power of two of at least 64, got {}",
-            cli.ring_slots
-        );
-    }
-    if !(cli.clock_interval > 0.0 && cli.clock_interval.is_finite()) {
-        bail!("--clock-interval must be a positive number of seconds");
-    }
     let clock = match cli.clock {
         ClockArg::Spec(spec) => spec,
         ClockArg::Sink => {
@@ -423,9 +393,6 @@ fn real_main() -> anyhow::Result<()> {
     } else {
         tracer_agent::self_traffic::agent_endpoints(cli.sink, cli.clock_port, &clock)
     };
-    if !(cli.ack_wait >= 0.0 && cli.ack_wait.is_finite()) {
-        bail!("--ack-wait must be a number of seconds, 0 or more");
-    }
     let key = match &cli.key_file {
         Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
         None => None,
@@ -446,8 +413,7 @@ fn real_main() -> anyhow::Result<()> {
         sample_every: cli.sample_every,
         filter: cli.filter.unwrap_or_default(),
         self_endpoints,
-        stats_interval: (cli.stats_interval > 0.0)
-            .then(|| Duration::from_secs_f64(cli.stats_interval)),
+        stats_interval: (!cli.stats_interval.is_zero()).then_some(cli.stats_interval),
         json: cli.json,
         identity: AgentIdentity {
             agent_id: cli.agent_id.unwrap_or_else(rand::random),
@@ -456,7 +422,9 @@ fn real_main() -> anyhow::Result<()> {
                 Some(h) => h,
                 None => {
                     let h = hostname();
-                    if let Some(p) = hostname_problem(&h) {
+                    if let Some(p) =
+                        tracer_cli::hostname_problem(&h, tracer_codec::MAX_HOSTNAME_LEN)
+                    {
                         bail!("the kernel host name {h:?} cannot name this host in the trace: {p}; pass --hostname NAME");
                     }
                     h
@@ -465,17 +433,17 @@ fn real_main() -> anyhow::Result<()> {
             incarnation: AgentIdentity::new_incarnation(),
         },
         keys: key.as_ref().map(AgentKeys::from_shared),
-        ack_wait: Duration::from_secs_f64(cli.ack_wait),
+        ack_wait: cli.ack_wait,
         max_payload: cli.max_datagram.map(|n| n as usize),
-        flush_after: Duration::from_millis(cli.flush_ms),
-        poll_interval: Duration::from_millis(cli.poll_ms.max(1)),
+        flush_after: cli.flush_ms,
+        poll_interval: cli.poll_ms,
         slots_per_cpu: cli.ring_slots,
         btf: cli.btf,
-        clock_lock_timeout: Duration::from_secs_f64(cli.clock_lock_timeout.max(0.0)),
+        clock_lock_timeout: cli.clock_lock_timeout,
         clock: ClockConfig {
             choice: clock,
             servo: cli.servo,
-            interval: Duration::from_secs_f64(cli.clock_interval),
+            interval: cli.clock_interval,
             inject_offset_ns: cli.inject_clock_offset_ns,
             inject_drift_ppm: cli.inject_clock_drift_ppm,
             hw_iface: cli.clock_hw_iface,

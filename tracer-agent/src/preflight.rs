@@ -191,10 +191,124 @@ fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
     })
 }
 
-/// Inode of a network namespace file (e.g. /proc/self/ns/net).
-pub fn netns_inode(path: &Path) -> std::io::Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-    Ok(std::fs::metadata(path)?.ino() as u32)
+/// `NS_GET_NSTYPE` (`_IO(0xb7, 0x3)`, linux/nsfs.h, Linux >= 4.11): the
+/// `CLONE_NEW*` type of the namespace an nsfs file descriptor refers to.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+/// Why a `--netns` file cannot be traced, worded for the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsFileError {
+    /// The file cannot be opened.
+    #[error("cannot open {path}: {source}; pass a network namespace such as /run/netns/NAME or /proc/PID/ns/net")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is no namespace at all.
+    #[error("{path} is not a namespace file ({what}); pass a network namespace such as /run/netns/NAME or /proc/PID/ns/net")]
+    NotNamespace {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead ("a character device", ...).
+        what: &'static str,
+    },
+    /// The file is a namespace of another kind.
+    #[error("{path} is a {kind} namespace, not a network namespace; pass /run/netns/NAME or /proc/PID/ns/net")]
+    OtherNamespace {
+        /// The file.
+        path: PathBuf,
+        /// Its kind ("mount", "UTS", ...).
+        kind: &'static str,
+    },
+    /// The kernel would not say what the file is.
+    #[error("cannot tell what kind of namespace {path} is: {source}")]
+    Query {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Name of a `CLONE_NEW*` namespace type.
+fn namespace_kind(nstype: libc::c_int) -> &'static str {
+    match nstype {
+        libc::CLONE_NEWNS => "mount",
+        libc::CLONE_NEWUTS => "UTS",
+        libc::CLONE_NEWIPC => "IPC",
+        libc::CLONE_NEWUSER => "user",
+        libc::CLONE_NEWPID => "PID",
+        libc::CLONE_NEWCGROUP => "cgroup",
+        libc::CLONE_NEWTIME => "time",
+        _ => "unknown",
+    }
+}
+
+/// What a file that is not on nsfs is, for the error.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a regular file"
+    }
+}
+
+/// Check that `path` is a network namespace file (as /run/netns/NAME or
+/// /proc/PID/ns/net are) and return its inode, which the probes filter
+/// on. Any other file has an inode too, which no socket's namespace ever
+/// matches: the agent would run and trace nothing, so it is refused here.
+pub fn netns_inode(path: &Path) -> Result<u32, NetnsFileError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // O_NONBLOCK: opening a FIFO given by mistake must not wait for a writer.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|source| NetnsFileError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+    // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd, which
+    // `f` owns and keeps open for the call.
+    let nstype = unsafe { libc::ioctl(f.as_raw_fd(), NS_GET_NSTYPE) };
+    let meta = f.metadata().map_err(|source| NetnsFileError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    if nstype < 0 {
+        let e = std::io::Error::last_os_error();
+        // Files outside nsfs do not know the ioctl.
+        return Err(match e.raw_os_error() {
+            Some(libc::ENOTTY) | Some(libc::EINVAL) => NetnsFileError::NotNamespace {
+                path: path.to_owned(),
+                what: file_kind(&meta),
+            },
+            _ => NetnsFileError::Query {
+                path: path.to_owned(),
+                source: e,
+            },
+        });
+    }
+    if nstype != libc::CLONE_NEWNET {
+        return Err(NetnsFileError::OtherNamespace {
+            path: path.to_owned(),
+            kind: namespace_kind(nstype),
+        });
+    }
+    Ok(meta.ino() as u32)
 }
 
 #[cfg(test)]
@@ -241,6 +355,36 @@ mod tests {
 
     #[test]
     fn own_netns_inode_is_readable() {
-        assert!(netns_inode(Path::new("/proc/self/ns/net")).unwrap() > 0);
+        use std::os::unix::fs::MetadataExt;
+        let own = Path::new("/proc/self/ns/net");
+        let ino = std::fs::metadata(own).unwrap().ino() as u32;
+        assert_eq!(netns_inode(own).unwrap(), ino);
+    }
+
+    #[test]
+    fn files_that_are_not_network_namespaces_are_named() {
+        let e = |p: &str| netns_inode(Path::new(p)).unwrap_err().to_string();
+        let zero = e("/dev/zero");
+        assert!(
+            zero.contains("/dev/zero is not a namespace file (a character device)"),
+            "{zero}"
+        );
+        let mnt = e("/proc/self/ns/mnt");
+        assert!(
+            mnt.contains("is a mount namespace, not a network namespace"),
+            "{mnt}"
+        );
+        assert!(e("/proc/self/ns/uts").contains("a UTS namespace"));
+        assert!(e("/tmp").contains("(a directory)"));
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path that lives for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(
+            e(fifo.to_str().unwrap()).contains("(a FIFO)"),
+            "opened without blocking"
+        );
+        assert!(e("/no/such/ns").contains("cannot open /no/such/ns"));
     }
 }

@@ -129,6 +129,9 @@ pub enum AgentError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The namespace to trace is not a network namespace.
+    #[error(transparent)]
+    NetnsFile(#[from] preflight::NetnsFileError),
     /// The UDP socket to the sink could not be opened.
     #[error("opening a UDP socket to the sink {sink}")]
     Socket {
@@ -154,9 +157,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     };
     let target_netns = match netns_path {
         None => 0,
-        Some(path) => {
-            preflight::netns_inode(&path).map_err(|source| AgentError::Netns { path, source })?
-        }
+        Some(path) => preflight::netns_inode(&path)?,
     };
     let self_traffic = self_traffic_of(cfg)?;
     let probe_cfg = ProbeConfig {

@@ -9,6 +9,12 @@ use crate::error::SinkError;
 /// Smallest `rotate_size_bytes` (64 KiB): below it a sink would open a new
 /// file for nearly every write (0 made about ten empty files a second).
 pub const MIN_ROTATE_SIZE: u64 = 64 << 10;
+/// Largest `rotate_size_bytes` (1 TiB).
+pub const MAX_ROTATE_SIZE: u64 = 1 << 40;
+/// Longest duration a configuration may hold (a year): far enough for any
+/// interval or timeout, near enough that `Instant + duration` cannot
+/// overflow and panic while the sink runs.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 use crate::peers::SinkKeys;
 
 /// Everything [`crate::run`] needs to know besides the socket.
@@ -85,6 +91,24 @@ impl SinkConfig {
                 "rotate interval 0: use None for no time rotation".to_owned(),
             ));
         }
+        for (what, d) in [
+            ("rotate interval", self.rotate_interval),
+            ("reorder window", Some(self.reorder_window)),
+            ("retry interval", Some(self.retry_interval)),
+            ("stats interval", self.stats_interval),
+            ("agent idle timeout", self.agent_idle_timeout),
+        ] {
+            if let Some(d) = d.filter(|d| *d > MAX_DURATION) {
+                return Err(SinkError::Config(format!(
+                    "{what} {d:?} is longer than a year ({MAX_DURATION:?})"
+                )));
+            }
+        }
+        if self.reorder_max_events == 0 {
+            return Err(SinkError::Config(
+                "reorder_max_events 0: at least one event must be held".to_owned(),
+            ));
+        }
         Ok(())
     }
 
@@ -131,13 +155,17 @@ pub fn prepare_output_dir(dir: &Path) -> Result<(), SinkError> {
     Ok(())
 }
 
-/// `--rotate-size`: a size ([`parse_size`]) of at least [`MIN_ROTATE_SIZE`].
+/// `--rotate-size`: a size ([`parse_size`]) from [`MIN_ROTATE_SIZE`] to
+/// [`MAX_ROTATE_SIZE`].
 pub fn parse_rotate_size(s: &str) -> Result<u64, String> {
     let n = parse_size(s)?;
     if n < MIN_ROTATE_SIZE {
         return Err(format!(
             "`{s}` is below the minimum rotation size of 64K (a new file per write is not useful)"
         ));
+    }
+    if n > MAX_ROTATE_SIZE {
+        return Err(format!("`{s}` is outside 64K..=1T"));
     }
     Ok(n)
 }
@@ -215,11 +243,52 @@ mod tests {
         assert!(parse_rotate_size("0").unwrap_err().contains("minimum"));
         assert!(parse_rotate_size("63K").is_err());
         assert_eq!(parse_rotate_size("64K"), Ok(MIN_ROTATE_SIZE));
+        assert_eq!(parse_rotate_size("1T"), Ok(MAX_ROTATE_SIZE));
+        assert!(parse_rotate_size("1099511627777").is_err());
+        assert!(parse_rotate_size("18446744073709551615").is_err());
         let c = SinkConfig {
             rotate_size_bytes: Some(0),
             ..SinkConfig::new("x")
         };
         assert!(c.validate().is_err());
         assert!(SinkConfig::new("x").validate().is_ok());
+    }
+
+    #[test]
+    fn durations_past_a_year_and_an_empty_reorder_buffer_are_refused() {
+        let far = Duration::MAX;
+        for c in [
+            SinkConfig {
+                retry_interval: far,
+                ..SinkConfig::new("x")
+            },
+            SinkConfig {
+                rotate_interval: Some(far),
+                ..SinkConfig::new("x")
+            },
+            SinkConfig {
+                stats_interval: Some(far),
+                ..SinkConfig::new("x")
+            },
+            SinkConfig {
+                agent_idle_timeout: Some(far),
+                ..SinkConfig::new("x")
+            },
+            SinkConfig {
+                reorder_window: far,
+                ..SinkConfig::new("x")
+            },
+            SinkConfig {
+                reorder_max_events: 0,
+                ..SinkConfig::new("x")
+            },
+        ] {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
+        let year = SinkConfig {
+            retry_interval: MAX_DURATION,
+            ..SinkConfig::new("x")
+        };
+        assert!(year.validate().is_ok());
     }
 }

@@ -35,8 +35,10 @@ the file is closed with interface statistics, and the exit status is 0.";
 #[derive(Debug, Parser)]
 #[command(name = "tracer-sink", version, after_help = AFTER_HELP)]
 struct Cli {
-    /// UDP address to receive agent datagrams on (IP:PORT).
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:7420")]
+    /// UDP address to receive agent datagrams on (IP:PORT): a unicast
+    /// address of this host, or 0.0.0.0 / [::] for all of them. Port 0
+    /// picks a free port (the "started" log line names it).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:7420", value_parser = tracer_cli::listen_addr)]
     listen: SocketAddr,
 
     /// Directory for the pcapng files; created if missing.
@@ -44,42 +46,49 @@ struct Cli {
     output: PathBuf,
 
     /// Start a new file when the current one reaches SIZE bytes
-    /// (suffixes K, M, G: powers of 1024; at least 64K). Default: no size
-    /// rotation.
+    /// (suffixes K, M, G, T: powers of 1024). Default: no size rotation.
+    /// [range: 64K..=1T]
     #[arg(long, value_name = "SIZE", value_parser = parse_rotate_size)]
     rotate_size: Option<u64>,
 
-    /// Start a new file every SECS seconds. Default (or 0): no time rotation.
-    #[arg(long, value_name = "SECS")]
-    rotate_interval: Option<u64>,
+    /// Start a new file every SECS seconds; 0 (the default): no time
+    /// rotation. [range: 0 or 1..=604800 s]
+    #[arg(long, value_name = "SECS", default_value = "0", value_parser = tracer_cli::secs_or_zero(1.0, 604_800.0))]
+    rotate_interval: Duration,
 
     /// Print stats every SECS seconds to stdout; 0 prints them only at exit.
-    #[arg(long, value_name = "SECS", default_value_t = 10)]
-    stats_interval: u64,
+    /// [range: 0 or 0.1..=86400 s]
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = tracer_cli::secs_or_zero(0.1, 86_400.0))]
+    stats_interval: Duration,
 
     /// Print stats as JSON (one object per line) instead of a table.
     #[arg(long)]
     json: bool,
 
     /// Reorder window in milliseconds: an event is written once it is this
-    /// much older than the newest event seen (or has waited this long).
-    #[arg(long, value_name = "MS", default_value_t = 250)]
-    reorder_window_ms: u64,
+    /// much older than the newest event seen (or has waited this long);
+    /// 0 writes events in arrival order. [range: 0..=60000 ms]
+    #[arg(long, value_name = "MS", default_value = "250", value_parser = tracer_cli::millis(0, 60_000))]
+    reorder_window_ms: Duration,
 
     /// Most events held for reordering; past it the oldest is written at
     /// once (bounds memory: roughly 130 bytes per event).
-    #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_REORDER_MAX_EVENTS)]
+    /// [range: 1..=100000000]
+    #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_REORDER_MAX_EVENTS,
+        value_parser = tracer_cli::int(1usize, MAX_REORDER_EVENTS))]
     reorder_max_events: usize,
 
-    /// Socket receive buffer in bytes (suffixes K, M, G): 64K to 512M, or 0
-    /// for the kernel's default. Set with SO_RCVBUFFORCE when root, else
+    /// Socket receive buffer in bytes (suffixes K, M, G), or 0 for the
+    /// kernel's default. Set with SO_RCVBUFFORCE when root, else
     /// SO_RCVBUF, which net.core.rmem_max caps (the sink then warns with
-    /// the size it got).
+    /// the size it got). [range: 0 or 64K..=512M]
     #[arg(long, value_name = "BYTES", default_value = "32M", value_parser = parse_rcvbuf)]
     rcvbuf: u64,
 
-    /// File name prefix.
-    #[arg(long, value_name = "PREFIX", default_value = "trace")]
+    /// File name prefix: 1 to 128 bytes, no '/', no control or
+    /// bidirectional formatting characters (which could disguise a file's
+    /// extension).
+    #[arg(long, value_name = "PREFIX", default_value = "trace", value_parser = tracer_cli::file_name_part)]
     file_prefix: String,
 
     /// Do not write the one-line event summary as each packet's comment
@@ -88,9 +97,9 @@ struct Cli {
     no_comments: bool,
 
     /// Seconds to wait before trying a new file after a write failure
-    /// (full disk, unwritable directory).
-    #[arg(long, value_name = "SECS", default_value_t = 5)]
-    retry_interval: u64,
+    /// (full disk, unwritable directory). [range: 1..=3600 s]
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = tracer_cli::secs(1.0, 3600.0))]
+    retry_interval: Duration,
 
     /// The sink's own clock, which agents started with `--clock sink` follow
     /// through a kernel-stamped two-way exchange, and which stamps events of
@@ -99,19 +108,21 @@ struct Cli {
     #[arg(long, default_value = "system", value_name = "CLOCK")]
     clock: SourceSpec,
 
-    /// Address of the clock responder (UDP). Default: the --listen address
+    /// Address of the clock responder (UDP IP:PORT, unicast or 0.0.0.0;
+    /// port 0 picks a free port). Default: the address --listen bound,
     /// with the port + 1.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = tracer_cli::listen_addr)]
     clock_listen: Option<SocketAddr>,
 
     /// Seconds between updates of the sink's clock.
-    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
-    clock_interval: f64,
+    /// [range: 0.01..=3600 s]
+    #[arg(long, default_value = "1", value_name = "SECS", value_parser = tracer_cli::secs(0.01, 3600.0))]
+    clock_interval: Duration,
 
     /// Stamp clock exchanges with the NIC hardware stamps of this interface
     /// (it needs a PHC, and hardware timestamping switched on, as ptp4l
     /// does) instead of kernel software stamps.
-    #[arg(long, value_name = "IFACE")]
+    #[arg(long, value_name = "IFACE", value_parser = tracer_cli::iface_name)]
     clock_hw_iface: Option<String>,
 
     /// Do not answer clock exchanges (agents then cannot use --clock sink).
@@ -122,12 +133,15 @@ struct Cli {
     /// (its interface stays in the file written so far; if it comes back
     /// it is a new agent). 0: agents never expire. An agent sends a clock
     /// event every clock interval even when idle.
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
-    agent_idle_timeout: u64,
+    /// [range: 0 or 1..=604800 s]
+    #[arg(long, value_name = "SECS", default_value = "120", value_parser = tracer_cli::secs_or_zero(1.0, 604_800.0))]
+    agent_idle_timeout: Duration,
 
     /// List at most N agents in the stats (the ones with the most events);
-    /// the others are added up in one line (`agents_not_listed` in JSON).
-    #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_STATS_MAX_AGENTS)]
+    /// the others are added up in one line (`agents_not_listed` in JSON);
+    /// 0 lists none. [range: 0..=10000]
+    #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_STATS_MAX_AGENTS,
+        value_parser = tracer_cli::int(0usize, 10_000))]
     stats_max_agents: usize,
     /// The deployment's shared key file (the same file on every agent; make
     /// one with `head -c 32 /dev/urandom > nettrace.key && chmod 600
@@ -162,10 +176,10 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Largest `--reorder-max-events` (about 13 GB of held events).
+const MAX_REORDER_EVENTS: usize = 100_000_000;
+
 fn real_main(cli: Cli) -> Result<()> {
-    if cli.file_prefix.is_empty() || cli.file_prefix.contains('/') {
-        anyhow::bail!("--file-prefix must be a non-empty name without '/'");
-    }
     // One thread for the receive task, signals and stats; the writer gets
     // its own thread: two cores, two busy threads.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -201,17 +215,13 @@ async fn serve(cli: Cli) -> Result<()> {
         keys: keys.clone(),
         file_prefix: cli.file_prefix.clone(),
         rotate_size_bytes: cli.rotate_size,
-        rotate_interval: cli
-            .rotate_interval
-            .filter(|&s| s > 0)
-            .map(Duration::from_secs),
-        reorder_window: Duration::from_millis(cli.reorder_window_ms),
+        rotate_interval: nonzero(cli.rotate_interval),
+        reorder_window: cli.reorder_window_ms,
         reorder_max_events: cli.reorder_max_events,
         comments: !cli.no_comments,
-        retry_interval: Duration::from_secs(cli.retry_interval.max(1)),
-        stats_interval: (cli.stats_interval > 0).then(|| Duration::from_secs(cli.stats_interval)),
-        agent_idle_timeout: (cli.agent_idle_timeout > 0)
-            .then(|| Duration::from_secs(cli.agent_idle_timeout)),
+        retry_interval: cli.retry_interval,
+        stats_interval: nonzero(cli.stats_interval),
+        agent_idle_timeout: nonzero(cli.agent_idle_timeout),
         stats_max_agents: cli.stats_max_agents,
         ..SinkConfig::new(&cli.output)
     };
@@ -228,7 +238,9 @@ async fn serve(cli: Cli) -> Result<()> {
             anyhow::bail!("{e}: {why}; {}", bind_hint(&e));
         }
     };
-    tracing::info!(listen = %cli.listen, output = %cli.output.display(), rcvbuf = actual,
+    // With port 0 the kernel chose one: name the address really bound.
+    let listen = socket.local_addr().unwrap_or(cli.listen);
+    tracing::info!(%listen, output = %cli.output.display(), rcvbuf = actual,
         authenticated = cli.key_file.is_some(), "tracer-sink started");
     // The sink's clock: raw CLOCK_TAI for `--clock system` without a
     // responder; otherwise a global clock disciplined to `--clock`, which
@@ -237,17 +249,14 @@ async fn serve(cli: Cli) -> Result<()> {
     let clock_service = if cli.no_clock_responder && follows_tai {
         None
     } else {
-        if !(cli.clock_interval > 0.0 && cli.clock_interval.is_finite()) {
-            anyhow::bail!("--clock-interval must be a positive number of seconds");
-        }
         let responder = if cli.no_clock_responder {
             None
         } else {
             let listen = match cli.clock_listen {
                 Some(a) => a,
                 None => SocketAddr::new(
-                    cli.listen.ip(),
-                    cli.listen.port().checked_add(1).context(
+                    listen.ip(),
+                    listen.port().checked_add(1).context(
                         "--listen uses port 65535: pass --clock-listen or --no-clock-responder",
                     )?,
                 ),
@@ -259,12 +268,8 @@ async fn serve(cli: Cli) -> Result<()> {
             })
         };
         Some(
-            ClockService::start(
-                &cli.clock,
-                Duration::from_secs_f64(cli.clock_interval),
-                responder.as_ref(),
-            )
-            .context("starting the clock responder (--no-clock-responder disables it)")?,
+            ClockService::start(&cli.clock, cli.clock_interval, responder.as_ref())
+                .context("starting the clock responder (--no-clock-responder disables it)")?,
         )
     };
     if let (Some(svc), false) = (&clock_service, follows_tai) {
@@ -292,6 +297,11 @@ async fn serve(cli: Cli) -> Result<()> {
         "tracer-sink stopped"
     );
     Ok(())
+}
+
+/// `None` for a zero duration (the options where 0 means "off").
+fn nonzero(d: Duration) -> Option<Duration> {
+    (!d.is_zero()).then_some(d)
 }
 
 /// Resolves on the first SIGINT or SIGTERM.

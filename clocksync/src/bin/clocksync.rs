@@ -4,11 +4,13 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Parser;
+use clocksync::servo::algorithm::MAX_FREQUENCY_PPB;
 use clocksync::{
     Discipline, ErrorInjection, FrequencyLimit, GlobalClock, OscillatorSpec, PiGains, Servo,
-    ServoConfig, ServoKind, SourceOptions, SourceSpec,
+    ServoConfig, ServoKind, SourceOptions, SourceSpec, MAX_INJECTED_DRIFT_PPM,
+    MAX_INJECTED_OFFSET_NS,
 };
 
 /// nettrace clock sync: discipline a software global clock to a source and
@@ -23,8 +25,9 @@ struct Args {
     #[arg(long, default_value = "pi")]
     servo: ServoKind,
     /// Update interval, seconds (phc2sys's -R is its inverse).
-    #[arg(long, default_value_t = 1.0)]
-    interval: f64,
+    /// [range: 0.01..=3600 s]
+    #[arg(long, default_value = "1", value_name = "SECS", value_parser = tracer_cli::secs(0.01, 3600.0))]
+    interval: Duration,
     /// Where the PI gains come from. `phc2sys`: fixed kp 0.7 / ki 0.3 at any
     /// interval (capped at 1/interval and 2/interval, where the loop would
     /// turn unstable), so each update does what phc2sys's does. `ptp4l`:
@@ -33,44 +36,54 @@ struct Args {
     #[arg(long, default_value = "phc2sys", value_name = "phc2sys|ptp4l")]
     pi_gains: PiGains,
     /// Proportional constant, as phc2sys -P (default: from --pi-gains;
-    /// 0 = derive it from the interval).
-    #[arg(long, value_name = "KP")]
+    /// 0 = derive it from the interval); the loop caps it at 1/interval,
+    /// as phc2sys does. [range: 0..=100]
+    #[arg(long, value_name = "KP", value_parser = tracer_cli::real(0.0, 100.0))]
     pi_kp: Option<f64>,
     /// Integral constant, as phc2sys -I (default: from --pi-gains;
-    /// 0 = derive it from the interval).
-    #[arg(long, value_name = "KI")]
+    /// 0 = derive it from the interval); the loop caps it at 2/interval,
+    /// as phc2sys does. [range: 0..=100]
+    #[arg(long, value_name = "KI", value_parser = tracer_cli::real(0.0, 100.0))]
     pi_ki: Option<f64>,
-    /// Number of updates (0 = until killed).
-    #[arg(long, default_value_t = 0)]
+    /// Number of updates; 0 runs until killed. [range: 0..=1000000000]
+    #[arg(long, default_value = "0", value_name = "N", value_parser = tracer_cli::int(0u64, 1_000_000_000))]
     count: u64,
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
-    /// Readings per sample (0 = source default).
-    #[arg(long, default_value_t = 0)]
+    /// Readings per sample (0 = the source's default: 5 readings, or a
+    /// burst of 16 exchanges for `sink:`). [range: 0..=1000]
+    #[arg(long, default_value = "0", value_name = "N", value_parser = tracer_cli::int(0usize, 1000))]
     reads: usize,
     /// Step on the first update above this offset, ns (0 = never).
-    #[arg(long, default_value_t = ServoConfig::default().first_step_threshold_ns)]
+    /// [range: 0..=1000000000000]
+    #[arg(long, default_value_t = ServoConfig::default().first_step_threshold_ns, value_name = "NS",
+        value_parser = tracer_cli::int(0i64, MAX_STEP_THRESHOLD_NS))]
     first_step_threshold_ns: i64,
     /// Above this offset after the first estimate the servo starts over
     /// (UNLOCKED, re-estimates the frequency, then steps), as phc2sys -S;
-    /// ns (0 = never).
-    #[arg(long, default_value_t = 0)]
+    /// ns (0 = never). [range: 0..=1000000000000]
+    #[arg(long, default_value = "0", value_name = "NS", value_parser = tracer_cli::int(0i64, MAX_STEP_THRESHOLD_NS))]
     step_threshold_ns: i64,
     /// Caps the frequency correction, ppb (linuxptp's max_frequency; 0 = no
     /// cap). The clamp is the reference clock's own limit (a PHC's max_adj,
     /// the kernel's limit for system clocks and the exchange) below this cap.
-    #[arg(long, default_value_t = clocksync::servo::algorithm::MAX_FREQUENCY_PPB, value_name = "PPB")]
+    /// [range: 0..=900000000]
+    #[arg(long, default_value_t = MAX_FREQUENCY_PPB, value_name = "PPB",
+        value_parser = tracer_cli::real(0.0, MAX_FREQUENCY_PPB))]
     max_frequency_ppb: f64,
     /// Interval-derived PI gains use ptp4l's software-timestamping scales
     /// (kp 0.1, ki 0.001 at 1 s) instead of the hardware ones.
     #[arg(long)]
     software_gains: bool,
     /// Test only: pretend CLOCK_REALTIME/TAI are off by this much, ns.
-    #[arg(long, default_value_t = 0)]
+    /// [range: -86400000000000..=86400000000000] (one day either way)
+    #[arg(long, default_value = "0", value_name = "NS", allow_hyphen_values = true,
+        value_parser = tracer_cli::int(-MAX_INJECTED_OFFSET_NS, MAX_INJECTED_OFFSET_NS))]
     inject_clock_offset_ns: i64,
-    /// Test only: and drift by this much, ppm.
-    #[arg(long, default_value_t = 0.0)]
+    /// Test only: and drift by this much, ppm. [range: -1000..=1000]
+    #[arg(long, default_value = "0", value_name = "PPM", allow_hyphen_values = true,
+        value_parser = tracer_cli::real(-MAX_INJECTED_DRIFT_PPM, MAX_INJECTED_DRIFT_PPM))]
     inject_clock_drift_ppm: f64,
     /// Test only: read every clock as a machine on a simulated oscillator
     /// would (offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]; see
@@ -79,7 +92,7 @@ struct Args {
     simulate_oscillator: Option<OscillatorSpec>,
     /// With `--source sink:IP:PORT`: use this interface's NIC hardware
     /// stamps instead of kernel software stamps.
-    #[arg(long, value_name = "IFACE")]
+    #[arg(long, value_name = "IFACE", value_parser = tracer_cli::iface_name)]
     hw_iface: Option<String>,
     /// With `--source sink:IP:PORT`: the deployment's shared key file (the
     /// one the sink was started with). Requests are tagged with it and only
@@ -88,6 +101,9 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     key_file: Option<std::path::PathBuf>,
 }
+
+/// Largest step threshold, ns (1000 s: past it a step would never happen).
+const MAX_STEP_THRESHOLD_NS: i64 = 1_000_000_000_000;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -101,23 +117,12 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
-    if !(args.interval > 0.0 && args.interval.is_finite()) {
-        bail!("--interval must be a positive number of seconds");
-    }
     let mut pi_gains = args.pi_gains;
-    for (name, value, slot) in [
-        ("--pi-kp", args.pi_kp, &mut pi_gains.kp_const),
-        ("--pi-ki", args.pi_ki, &mut pi_gains.ki_const),
-    ] {
-        if let Some(v) = value {
-            if !(v >= 0.0 && v.is_finite()) {
-                bail!("{name} must be a number >= 0 (0 derives it from the interval)");
-            }
-            *slot = v;
-        }
+    if let Some(kp) = args.pi_kp {
+        pi_gains.kp_const = kp;
     }
-    if !(args.max_frequency_ppb >= 0.0 && args.max_frequency_ppb.is_finite()) {
-        bail!("--max-frequency-ppb must be a number >= 0 (0 = no cap)");
+    if let Some(ki) = args.pi_ki {
+        pi_gains.ki_const = ki;
     }
     let injection =
         ErrorInjection::nonzero(args.inject_clock_offset_ns, args.inject_clock_drift_ppm)?;
@@ -156,7 +161,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         }
     };
     let cfg = ServoConfig {
-        interval_s: args.interval,
+        interval_s: args.interval.as_secs_f64(),
         pi_gains,
         clock_max_freq_ppb,
         max_frequency_ppb: args.max_frequency_ppb,
@@ -167,7 +172,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     };
     let name = source.name();
     let mut d = Discipline::new(source, Servo::new(args.servo, cfg), GlobalClock::default());
-    let interval = Duration::from_secs_f64(args.interval);
+    let interval = args.interval;
     let mut n = 0u64;
     while args.count == 0 || n < args.count {
         match d.tick() {

@@ -5,6 +5,13 @@
 use crate::bracket::{now_ns, ClockId};
 use crate::error::ClockError;
 
+/// Largest injected offset either way, ns (one day): any clock error a test
+/// needs, far from where `offset + drift·elapsed` could overflow.
+pub const MAX_INJECTED_OFFSET_NS: i64 = 86_400_000_000_000;
+/// Largest injected drift either way, ppm (a thousand times a common
+/// crystal's tolerance; the simulated oscillator takes the same bound).
+pub const MAX_INJECTED_DRIFT_PPM: f64 = 1000.0;
+
 /// Behave as if this host's CLOCK_REALTIME and CLOCK_TAI were off by
 /// `offset_ns + drift_ppm·1e-6·(mono - start_mono_ns)`. Applied to every
 /// realtime/TAI reading (the system source, the exchange's
@@ -23,6 +30,16 @@ pub struct ErrorInjection {
 impl ErrorInjection {
     /// An injection whose drift starts now.
     pub fn starting_now(offset_ns: i64, drift_ppm: f64) -> Result<Self, ClockError> {
+        if offset_ns.unsigned_abs() > MAX_INJECTED_OFFSET_NS.unsigned_abs() {
+            return Err(ClockError::BadInjection(format!(
+                "injected offset {offset_ns} ns is outside ±{MAX_INJECTED_OFFSET_NS} ns"
+            )));
+        }
+        if !(-MAX_INJECTED_DRIFT_PPM..=MAX_INJECTED_DRIFT_PPM).contains(&drift_ppm) {
+            return Err(ClockError::BadInjection(format!(
+                "injected drift {drift_ppm} ppm is outside ±{MAX_INJECTED_DRIFT_PPM} ppm"
+            )));
+        }
         Ok(ErrorInjection {
             offset_ns,
             drift_ppm,
@@ -77,5 +94,22 @@ mod tests {
         assert_eq!(inj.error_ns(3_000_000_000), 3_100_000);
         assert_eq!(inj.apply(10, 1_000_000_000), 3_000_010);
         assert_eq!(inject(None, 10, 1_000_000_000), 10);
+    }
+
+    #[test]
+    fn injections_outside_their_range_are_refused() {
+        let day = MAX_INJECTED_OFFSET_NS;
+        assert!(ErrorInjection::starting_now(day, 1000.0).is_ok());
+        assert!(ErrorInjection::starting_now(-day, -1000.0).is_ok());
+        for (off, drift) in [
+            (day + 1, 0.0),
+            (i64::MIN, 0.0),
+            (0, 1000.001),
+            (0, f64::NAN),
+            (0, f64::INFINITY),
+        ] {
+            let e = ErrorInjection::nonzero(off, drift).unwrap_err();
+            assert!(e.to_string().contains("outside"), "{e}");
+        }
     }
 }

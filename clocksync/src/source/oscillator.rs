@@ -42,8 +42,10 @@ use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
 const KNOT_NS: i64 = 1_000_000_000;
 /// The wander is reflected at this many `wander_ppb_per_s` (√3600 s).
 pub const WANDER_BOUND_STEPS: f64 = 60.0;
-/// Largest drift accepted, ppm.
-pub const MAX_DRIFT_PPM: f64 = 1000.0;
+/// Largest offset accepted either way, ns (one day, as an injected one).
+pub const MAX_OFFSET_NS: i64 = crate::source::inject::MAX_INJECTED_OFFSET_NS;
+/// Largest drift accepted, ppm (as an injected one).
+pub const MAX_DRIFT_PPM: f64 = crate::source::inject::MAX_INJECTED_DRIFT_PPM;
 /// Largest wander accepted, ppb per second.
 pub const MAX_WANDER_PPB_PER_S: f64 = 1000.0;
 /// Largest noise accepted, ns.
@@ -85,6 +87,12 @@ impl OscillatorSpec {
     /// Check the ranges the model's promises rely on (monotonic map).
     pub fn validate(&self) -> Result<(), String> {
         let in_range = |v: f64, lo: f64, hi: f64| v.is_finite() && (lo..=hi).contains(&v);
+        if self.offset_ns.unsigned_abs() > MAX_OFFSET_NS.unsigned_abs() {
+            return Err(format!(
+                "offset_ns {} is outside ±{MAX_OFFSET_NS}",
+                self.offset_ns
+            ));
+        }
         if !in_range(self.drift_ppm, -MAX_DRIFT_PPM, MAX_DRIFT_PPM) {
             return Err(format!(
                 "drift_ppm {} is outside ±{MAX_DRIFT_PPM}",
@@ -533,6 +541,10 @@ mod tests {
             "1,1,-1",
             "1,1,1,nan",
             "1,1,1,1,-1",
+            "86400000000001,0",
+            "-9223372036854775808,0",
+            "nan,0",
+            "0,inf",
         ] {
             assert!(bad.parse::<OscillatorSpec>().is_err(), "{bad:?} accepted");
         }

@@ -60,22 +60,45 @@ impl Default for SimConfig {
 impl SimConfig {
     /// Parse `k=v,k=v` (keys: offset_ns, freq_ppm, wander_ppb, delay_ns,
     /// jitter_ns, asym_ns, reads, seed); missing keys keep their defaults.
+    /// Each value has a range, which the error names when a value is
+    /// outside it: NaN, infinities and values that would overflow the model
+    /// are refused, never clamped.
     pub fn parse(s: &str) -> Result<Self, String> {
+        /// One second, the bound of every simulated latency, ns.
+        const SEC_NS: i64 = 1_000_000_000;
+        fn whole<T: std::str::FromStr + Into<i128> + Copy>(
+            k: &str,
+            v: &str,
+            lo: i128,
+            hi: i128,
+        ) -> Result<T, String> {
+            v.parse::<T>()
+                .ok()
+                .filter(|n| (lo..=hi).contains(&(*n).into()))
+                .ok_or_else(|| format!("{k}={v:?} is not a whole number in {lo}..={hi}"))
+        }
+        fn real(k: &str, v: &str, lo: f64, hi: f64) -> Result<f64, String> {
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| (lo..=hi).contains(x))
+                .ok_or_else(|| format!("{k}={v:?} is not a number in {lo}..={hi}"))
+        }
+        let day = i128::from(crate::source::inject::MAX_INJECTED_OFFSET_NS);
+        let sec = i128::from(SEC_NS);
         let mut c = SimConfig::default();
         for kv in s.split(',').filter(|x| !x.is_empty()) {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("expected key=value, got {kv:?}"))?;
-            let e = |_| format!("bad value for {k}: {v:?}");
             match k {
-                "offset_ns" => c.initial_offset_ns = v.parse().map_err(e)?,
-                "freq_ppm" => c.freq_error_ppm = v.parse().map_err(|_| format!("bad {k}"))?,
-                "wander_ppb" => c.wander_ppb = v.parse().map_err(|_| format!("bad {k}"))?,
-                "delay_ns" => c.read_delay_ns = v.parse().map_err(|_| format!("bad {k}"))?,
-                "jitter_ns" => c.read_jitter_ns = v.parse().map_err(|_| format!("bad {k}"))?,
-                "asym_ns" => c.asymmetry_ns = v.parse().map_err(|_| format!("bad {k}"))?,
-                "reads" => c.reads = v.parse().map_err(|_| format!("bad {k}"))?,
-                "seed" => c.seed = v.parse().map_err(|_| format!("bad {k}"))?,
+                "offset_ns" => c.initial_offset_ns = whole::<i64>(k, v, -day, day)?,
+                "freq_ppm" => c.freq_error_ppm = real(k, v, -1000.0, 1000.0)?,
+                "wander_ppb" => c.wander_ppb = real(k, v, 0.0, 1_000_000.0)?,
+                "delay_ns" => c.read_delay_ns = whole::<u64>(k, v, 0, sec)?,
+                "jitter_ns" => c.read_jitter_ns = whole::<u64>(k, v, 0, sec)?,
+                "asym_ns" => c.asymmetry_ns = whole::<i64>(k, v, -sec, sec)?,
+                "reads" => c.reads = whole::<u16>(k, v, 1, 1000)?.into(),
+                "seed" => c.seed = whole::<u64>(k, v, 0, u64::MAX.into())?,
                 _ => return Err(format!("unknown sim parameter {k:?}")),
             }
         }
@@ -276,5 +299,22 @@ mod tests {
         assert_eq!(c.seed, 9);
         assert!(SimConfig::parse("nope=1").is_err());
         assert!(SimConfig::parse("seed=x").is_err());
+        for bad in [
+            "freq_ppm=nan",
+            "freq_ppm=inf",
+            "freq_ppm=1000.5",
+            "wander_ppb=-1",
+            "offset_ns=1e30",
+            "offset_ns=86400000000001",
+            "delay_ns=-1",
+            "jitter_ns=1000000001",
+            "asym_ns=18446744073709551615",
+            "reads=0",
+            "reads=1001",
+        ] {
+            let e = SimConfig::parse(bad).unwrap_err();
+            assert!(e.contains(".."), "{bad}: {e}");
+        }
+        assert_eq!(SimConfig::parse("reads=1000").unwrap().reads, 1000);
     }
 }

@@ -65,10 +65,13 @@ impl FromStr for SourceSpec {
             ("sim", a) => SimConfig::parse(a.unwrap_or(""))
                 .map(SourceSpec::Sim)
                 .map_err(bad),
-            ("sink", Some(a)) => a
-                .parse()
-                .map(SourceSpec::Sink)
-                .map_err(|_| bad("expected sink:IP:PORT".into())),
+            ("sink", Some(a)) => match a.parse::<SocketAddr>() {
+                Ok(addr) if addr.port() == 0 => Err(bad(
+                    "port 0: give the responder's port (the sink's port + 1 by default)".into(),
+                )),
+                Ok(addr) => Ok(SourceSpec::Sink(addr)),
+                Err(_) => Err(bad("expected sink:IP:PORT".into())),
+            },
             _ => Err(bad(EXPECTED.into())),
         }
     }
@@ -178,6 +181,8 @@ mod tests {
             SourceSpec::Sim(_)
         ));
         assert!("phc:".parse::<SourceSpec>().is_err());
+        let e = "sink:10.0.0.1:0".parse::<SourceSpec>().unwrap_err();
+        assert!(e.to_string().contains("port 0"), "{e}");
         let e = "bogus".parse::<SourceSpec>().unwrap_err();
         assert!(matches!(e, ClockError::BadSpec { .. }), "{e:?}");
         assert!(e.to_string().contains("phc:/dev/ptpN"), "{e}");
