@@ -83,6 +83,16 @@ pub fn noise_flow() -> u16 {
     port
 }
 
+/// A deployment key file in `dir` (owner-only, as every program demands),
+/// returned as the `--key-file` argument.
+pub fn key_file(dir: &std::path::Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("nettrace.key");
+    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    key.to_str().expect("UTF-8 temp path").to_owned()
+}
+
 /// What one traced run left behind.
 pub struct Outcome {
     /// The sink's files, read back.

@@ -392,46 +392,49 @@ fn a_burst_of_forged_answers_does_not_freeze_the_exchange() {
     );
 }
 
-/// A sustained flood: a forger thread sends junk from the responder's
-/// address as fast as it can for the whole test, so the receive queue
-/// refills between reading it away and the next TX stamp or answer. No
-/// exchange may be starved: every one completes, none times out.
-#[test]
-fn a_sustained_flood_of_forged_answers_starves_no_exchange() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let sock = reusable_socket("127.0.0.1:0".parse().unwrap());
-    let addr = sock.local_addr().unwrap();
-    let std::net::SocketAddr::V4(addr4) = addr else {
-        unreachable!()
-    };
-    let _worker = spawn_responder(sock, GlobalClock::fixed(0), StampMode::Kernel).unwrap();
-    let cfg = ExchangeConfig {
-        timeout: std::time::Duration::from_millis(50),
-        ..Default::default()
-    };
-    let mut c = ExchangeClient::connect(addr, cfg).unwrap();
-    let target = c.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let forger = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let forger = reusable_socket(addr4);
-            // Sharing the responder's port, an unconnected forger socket
-            // would take the client's requests from the responder; one
-            // connected elsewhere is never chosen for them.
-            forger.connect("127.0.0.2:9").unwrap();
-            let mut junk = [0u8; 40];
-            let mut sent = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                junk[..8].copy_from_slice(&sent.to_le_bytes());
-                sent += u64::from(forger.send_to(&junk, target).is_ok());
-            }
-            sent
-        })
-    };
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    // Samples for a second of flood (the agent takes one a second).
+/// Flooders sending junk from sockets `make` returns, to `target`, as
+/// fast as they can until dropped (then joined: the datagrams sent).
+struct Flood {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Flood {
+    fn start(
+        threads: usize,
+        target: std::net::SocketAddr,
+        make: impl Fn() -> UdpSocket + Send + Clone + 'static,
+    ) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|_| {
+                let (stop, make) = (stop.clone(), make.clone());
+                std::thread::spawn(move || {
+                    let s = make();
+                    let mut junk = [0u8; 40];
+                    let mut sent = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        junk[..8].copy_from_slice(&sent.to_le_bytes());
+                        sent += u64::from(s.send_to(&junk, target).is_ok());
+                    }
+                    sent
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        Flood { stop, threads }
+    }
+
+    fn finish(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads.into_iter().map(|t| t.join().unwrap()).sum()
+    }
+}
+
+/// Samples of `c` for a second of flood (the agent takes one a second),
+/// at least 20: how many, and the ones that failed.
+fn sample_for_a_second(c: &mut ExchangeClient) -> (u64, Vec<String>) {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
     let mut samples = 0;
     let mut failed = Vec::new();
@@ -441,8 +444,40 @@ fn a_sustained_flood_of_forged_answers_starves_no_exchange() {
         }
         samples += 1;
     }
-    stop.store(true, Ordering::Relaxed);
-    let sent = forger.join().unwrap();
+    (samples, failed)
+}
+
+fn flood_client(addr: std::net::SocketAddr) -> ExchangeClient {
+    let cfg = ExchangeConfig {
+        timeout: std::time::Duration::from_millis(50),
+        ..Default::default()
+    };
+    ExchangeClient::connect(addr, cfg).unwrap()
+}
+
+/// A sustained flood: a forger thread sends junk from the responder's
+/// address as fast as it can for the whole test, so the receive queue
+/// refills between reading it away and the next TX stamp or answer. No
+/// exchange may be starved: every one completes, none times out.
+#[test]
+fn a_sustained_flood_of_forged_answers_starves_no_exchange() {
+    let sock = reusable_socket("127.0.0.1:0".parse().unwrap());
+    let addr = sock.local_addr().unwrap();
+    let std::net::SocketAddr::V4(addr4) = addr else {
+        unreachable!()
+    };
+    let _worker = spawn_responder(sock, GlobalClock::fixed(0), StampMode::Kernel).unwrap();
+    let mut c = flood_client(addr);
+    let flood = Flood::start(1, c.local_addr().unwrap(), move || {
+        let forger = reusable_socket(addr4);
+        // Sharing the responder's port, an unconnected forger socket
+        // would take the client's requests from the responder; one
+        // connected elsewhere is never chosen for them.
+        forger.connect("127.0.0.2:9").unwrap();
+        forger
+    });
+    let (samples, failed) = sample_for_a_second(&mut c);
+    let sent = flood.finish();
     let s = c.stats();
     println!("{sent} forged datagrams; {s:?}; failed samples: {failed:?}");
     assert!(sent > 10_000, "the forger must flood: {sent}");
@@ -460,43 +495,11 @@ fn a_sustained_flood_of_forged_answers_starves_no_exchange() {
 /// client must still complete.
 #[test]
 fn a_flood_of_junk_at_the_responder_starves_no_exchange() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     let r = responder(GlobalClock::fixed(0), StampMode::Kernel);
-    let cfg = ExchangeConfig {
-        timeout: std::time::Duration::from_millis(50),
-        ..Default::default()
-    };
-    let mut c = ExchangeClient::connect(r.addr, cfg).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let target = r.addr;
-    let flooders: Vec<_> = (0..2)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-                let mut junk = [0u8; 40];
-                let mut sent = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    junk[..8].copy_from_slice(&sent.to_le_bytes());
-                    sent += u64::from(s.send_to(&junk, target).is_ok());
-                }
-                sent
-            })
-        })
-        .collect();
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    let mut failed = Vec::new();
-    let mut samples = 0;
-    while samples < 20 || std::time::Instant::now() < until {
-        if let Err(e) = c.sample() {
-            failed.push(format!("sample {samples}: {e}"));
-        }
-        samples += 1;
-    }
-    stop.store(true, Ordering::Relaxed);
-    let sent: u64 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    let mut c = flood_client(r.addr);
+    let flood = Flood::start(2, r.addr, || UdpSocket::bind("127.0.0.1:0").unwrap());
+    let (_, failed) = sample_for_a_second(&mut c);
+    let sent = flood.finish();
     let s = c.stats();
     println!("{sent} junk datagrams at the responder; client {s:?}; failed samples: {failed:?}");
     assert!(sent > 10_000, "the flood must flood: {sent}");

@@ -98,13 +98,8 @@ fn a_flood_of_forged_answers_does_not_stop_a_keyed_agents_clock() {
     }
     let pair = NetnsPair::create("ntrfld", 238).expect("creating namespaces");
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("nettrace.key");
-    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let key_arg = key.to_str().unwrap();
+    let key = tracer_e2e::scenario::key_file(dir.path());
+    let key_arg = key.as_str();
     let interval = INTERVAL_S.to_string();
     let agent_args = [
         "--key-file",

@@ -63,13 +63,8 @@ fn recorded_datagrams_replayed_into_a_restarted_sink_are_refused() {
     }
     let pair = NetnsPair::create("ntrrpl", 239).expect("creating namespaces");
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("nettrace.key");
-    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let key_arg = key.to_str().unwrap();
+    let key = tracer_e2e::scenario::key_file(dir.path());
+    let key_arg = key.as_str();
     let out = dir.path().join("trace");
     let cap = dir.path().join("recorded.pcapng");
     let sink_args = ["--key-file", key_arg, "--stats-interval", "0"];

@@ -85,13 +85,8 @@ fn every_event_is_accounted_for_across_a_sink_restart() {
     }
     let pair = NetnsPair::create("ntrrs", 245).expect("creating namespaces");
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("nettrace.key");
-    std::fs::write(&key, b"0123456789abcdef0123456789abcdef").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let key_arg = key.to_str().unwrap();
+    let key = tracer_e2e::scenario::key_file(dir.path());
+    let key_arg = key.as_str();
     let (out_a, out_b) = (dir.path().join("a"), dir.path().join("b"));
     let sink_args = ["--key-file", key_arg, "--stats-interval", "0"];
 

@@ -271,6 +271,17 @@ impl Out<'_> {
 /// once per interval).
 const LIMIT_REASONS: &[&str] = &["seq_jump", "new_agent_rate", "too_many_agents"];
 
+/// Count one rejected datagram (and say why at debug level).
+fn reject_datagram(
+    st: &mut SharedState,
+    src: SocketAddr,
+    reason: &'static str,
+    what: &dyn std::fmt::Display,
+) {
+    tracing::debug!(%src, reason, error = %what, "rejected datagram");
+    st.rx.reject(src, reason);
+}
+
 /// Validate one datagram and, if accepted, append its events to the batch.
 fn handle_datagram(
     st: &mut SharedState,
@@ -281,9 +292,8 @@ fn handle_datagram(
     arrived: Instant,
 ) {
     st.rx.datagrams_received += 1;
-    let reject = |st: &mut SharedState, reason: &'static str, what: &dyn std::fmt::Display| {
-        tracing::debug!(%src, reason, error = %what, "rejected datagram");
-        st.rx.reject(src, reason);
+    let reject = |st: &mut SharedState, reason, what: &dyn std::fmt::Display| {
+        reject_datagram(st, src, reason, what)
     };
     // The header alone first: with a key, nothing else of an
     // unauthenticated datagram is looked at.
@@ -351,9 +361,8 @@ fn admit(
     now_ns: u64,
     arrived: Instant,
 ) {
-    let reject = |st: &mut SharedState, reason: &'static str, what: &dyn std::fmt::Display| {
-        tracing::debug!(%src, reason, error = %what, "rejected datagram");
-        st.rx.reject(src, reason);
+    let reject = |st: &mut SharedState, reason, what: &dyn std::fmt::Display| {
+        reject_datagram(st, src, reason, what)
     };
     let d = match DatagramView::parse(bytes) {
         Ok(d) => d,

@@ -25,23 +25,6 @@ fn ev(i: u64) -> TxEvent {
     tx_event(BASE_NS + i * 1000, i, 1)
 }
 
-/// Cookies of the events written, in file order.
-fn written_cookies(dir: &std::path::Path) -> Vec<u64> {
-    let mut out = Vec::new();
-    for f in files(dir) {
-        for s in read_file(&f) {
-            for e in &s.epbs {
-                let c = tracer_codec::CaptureRecord::decode(&e.data).unwrap();
-                if let tracer_codec::Event::Tx(t) = c.record.decode().unwrap() {
-                    out.push(t.cookie);
-                }
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// ISB comment of the only file's interface `i`.
 fn isb_comment(dir: &std::path::Path, i: usize) -> String {
     let f = files(dir);

@@ -22,23 +22,6 @@ fn ev(i: u64) -> TxEvent {
     tx_event(BASE_NS + i * 1000, i, 1)
 }
 
-/// Cookies of the TX events in the files of `dir`, sorted.
-fn written_cookies(dir: &std::path::Path) -> Vec<u64> {
-    let mut out = Vec::new();
-    for f in files(dir) {
-        for s in read_file(&f) {
-            for e in &s.epbs {
-                let c = tracer_codec::CaptureRecord::decode(&e.data).unwrap();
-                if let tracer_codec::Event::Tx(t) = c.record.decode().unwrap() {
-                    out.push(t.cookie);
-                }
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 fn keyed(c: SinkConfig) -> SinkConfig {
     SinkConfig {
         keys: Some(SinkKeys::from_shared(&key())),

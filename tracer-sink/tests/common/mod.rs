@@ -179,6 +179,23 @@ pub fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Cookies of the TX events in the files of `dir`, sorted.
+pub fn written_cookies(dir: &Path) -> Vec<u64> {
+    let mut out = Vec::new();
+    for f in files(dir) {
+        for s in read_file(&f) {
+            for e in &s.epbs {
+                let c = tracer_codec::CaptureRecord::decode(&e.data).unwrap();
+                if let tracer_codec::Event::Tx(t) = c.record.decode().unwrap() {
+                    out.push(t.cookie);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// A plausible TX event at `global_ns`.
 pub fn tx_event(global_ns: u64, cookie: u64, stage: u8) -> TxEvent {
     TxEvent {

@@ -10,8 +10,8 @@ use crate::global::GlobalClock;
 use crate::source::exchange::msg::{Kind, Message, FLAG_SYNCED};
 use crate::source::exchange::phcmap::PhcMap;
 use crate::source::exchange::socket::{
-    admit_requests, enable_timestamping, kernel_drops, recv_message, send_stamped, StampMode, HARDWARE_FLAGS,
-    SOFTWARE_FLAGS,
+    admit_requests, enable_timestamping, kernel_drops, recv_message, send_stamped, StampMode,
+    HARDWARE_FLAGS, SOFTWARE_FLAGS,
 };
 use crate::source::exchange::stats::ExchangeStats;
 use crate::source::realtime::RealtimeMonoTracker;
