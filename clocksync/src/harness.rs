@@ -1,14 +1,17 @@
 //! Test harness, not part of the library's path: run a servo against the
-//! simulated PHC in simulated time and summarise the true error. Used by
-//! the servo tests and `examples/servo_bench.rs`; no library module imports
+//! simulated PHC in simulated time and summarise the true error; a man in
+//! the middle ([`Forged`]) that shifts what a reference reads. Used by the
+//! servo tests and `examples/servo_bench.rs`; no library module imports
 //! it (a test in `tests/module_graph.rs` checks that).
 
 use crate::discipline::{ClockReport, Discipline};
+use crate::error::ClockError;
 use crate::global::GlobalClock;
 use crate::limit::FrequencyLimit;
 use crate::servo::algorithm::ServoConfig;
 use crate::servo::machine::{Servo, ServoKind};
 use crate::source::sim::{SimConfig, SimPhc};
+use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
 
 /// One simulated update: the servo's report and the true error of the
 /// global clock at the sample instant.
@@ -22,6 +25,10 @@ pub struct SimStep {
     /// mapping in force *before* this update: the error events stamped at
     /// the end of the past interval got (the worst point of a segment), ns.
     pub true_error_ns: i64,
+    /// The same under the mapping this update put in force (it differs
+    /// from `true_error_ns` by a step): what the update's
+    /// `error_estimate_ns` speaks of, ns.
+    pub true_error_after_ns: i64,
 }
 
 /// Run a servo against a simulated PHC for `count` updates of `interval_s`
@@ -33,34 +40,100 @@ pub fn simulate(
     mut servo_cfg: ServoConfig,
     count: usize,
 ) -> Vec<SimStep> {
-    let interval_ns = (servo_cfg.interval_s * 1e9).round() as u64;
     let start = sim.start_mono_ns;
-    let clock = GlobalClock::default();
     let phc = SimPhc::new(sim);
     if servo_cfg.clock_max_freq_ppb.is_none() {
         servo_cfg.clock_max_freq_ppb = phc.max_freq_ppb().ok();
     }
-    let mut d = Discipline::new(phc, Servo::new(kind, servo_cfg), clock.clone());
+    simulate_source(phc, start, Servo::new(kind, servo_cfg), count)
+}
+
+/// Run `servo` against any simulated `source` that knows its ground truth
+/// ([`ReferenceClock::truth_ref_ns`]) for `count` updates of the servo's
+/// interval; `start_mono_ns` is the source's simulated time at the start.
+/// A source without ground truth gives true errors of 0.
+pub fn simulate_source<R: ReferenceClock>(
+    source: R,
+    start_mono_ns: u64,
+    servo: Servo,
+    count: usize,
+) -> Vec<SimStep> {
+    let interval_ns = (servo.config().interval_s * 1e9).round() as u64;
+    let clock = GlobalClock::default();
+    let mut d = Discipline::new(source, servo, clock.clone());
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         let before = clock.snapshot();
-        // The simulated PHC cannot fail.
+        // A simulated source does not fail; a failed sample leaves no step.
         if let Ok(report) = d.tick() {
             let m = report.mono_ns;
-            let g = before
-                .to_global_ns(m)
-                .or_else(|| clock.to_global_ns(m))
-                .unwrap_or(0);
-            let truth = d.source().true_ref_ns(m);
+            let after = clock.to_global_ns(m).unwrap_or(0);
+            let g = before.to_global_ns(m).unwrap_or(after);
+            let truth = d.source().truth_ref_ns(m);
+            let err = |g: u64| truth.map_or(0, |t| g.wrapping_sub(t) as i64);
             out.push(SimStep {
-                t_s: (m - start) as f64 / 1e9,
+                t_s: (m - start_mono_ns) as f64 / 1e9,
                 report,
-                true_error_ns: g.wrapping_sub(truth) as i64,
+                true_error_ns: err(g),
+                true_error_after_ns: err(after),
             });
         }
         d.wait(std::time::Duration::from_nanos(interval_ns));
     }
     out
+}
+
+/// A man in the middle on a reference's path, without the key: every
+/// sample's reference reading is moved by `shift(t)` ns (t: simulated
+/// seconds since `start_mono_ns`), as a bridge rewriting the exchange's t2
+/// and t3 moves them; the ground truth stays the inner source's.
+pub struct Forged<R> {
+    inner: R,
+    start_mono_ns: u64,
+    shift: Box<dyn Fn(f64) -> i64 + Send>,
+}
+
+impl<R> Forged<R> {
+    /// Forge `inner`'s readings by `shift`.
+    pub fn new(inner: R, start_mono_ns: u64, shift: impl Fn(f64) -> i64 + Send + 'static) -> Self {
+        Forged {
+            inner,
+            start_mono_ns,
+            shift: Box::new(shift),
+        }
+    }
+
+    /// The genuine source.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+}
+
+impl<R: Clock> Clock for Forged<R> {
+    fn now_ns(&mut self) -> Result<u64, ClockError> {
+        self.inner.now_ns()
+    }
+    fn name(&self) -> String {
+        format!("forged {}", self.inner.name())
+    }
+}
+
+impl<R: ReferenceClock> ReferenceClock for Forged<R> {
+    fn sample(&mut self) -> Result<OffsetSample, ClockError> {
+        let mut s = self.inner.sample()?;
+        let t_s = s.mono_ns.saturating_sub(self.start_mono_ns) as f64 / 1e9;
+        s.ref_ns = s.ref_ns.wrapping_add((self.shift)(t_s) as u64);
+        Ok(s)
+    }
+    fn hardware_stamped(&self) -> bool {
+        self.inner.hardware_stamped()
+    }
+    fn wait_ns(&mut self, dt_ns: u64) {
+        self.inner.wait_ns(dt_ns)
+    }
+    fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {
+        self.inner.truth_ref_ns(mono_ns)
+    }
 }
 
 /// Figures of merit of a simulated run.
@@ -158,6 +231,11 @@ pub fn parity_loop(
 
     let interval_s = cfg.interval_s;
     let interval_ns = (interval_s * 1e9).round() as u64;
+    // linuxptp's servos have no sanity check: compare like with like.
+    let cfg = ServoConfig {
+        sanity: crate::servo::sanity::SanityConfig::OFF,
+        ..cfg
+    };
     let mut servo = Servo::new(kind, cfg);
     let mut phase = plant.phase_ns;
     let mut applied = 0.0f64;
@@ -185,7 +263,9 @@ pub fn parity_loop(
                 phase -= offset_ns as f64;
                 applied = o.freq_ppb;
             }
-            ServoState::Locked | ServoState::LockedStable => applied = o.freq_ppb,
+            ServoState::Locked | ServoState::LockedStable | ServoState::Holdover => {
+                applied = o.freq_ppb
+            }
         }
         out.push(ClockReport {
             mono_ns: ts,
@@ -195,6 +275,7 @@ pub fn parity_loop(
             state: o.state,
             error_estimate_ns: 0,
             sample: OffsetSample::default(),
+            sanity: Default::default(),
         });
         phase += (plant.drift_ppb + applied) * interval_s;
     }

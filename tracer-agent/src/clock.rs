@@ -40,6 +40,7 @@ pub fn clock_state(state: Option<ServoState>) -> ClockState {
         Some(ServoState::Jump) => ClockState::Jump,
         Some(ServoState::Locked) => ClockState::Locked,
         Some(ServoState::LockedStable) => ClockState::LockedStable,
+        Some(ServoState::Holdover) => ClockState::Holdover,
     }
 }
 
@@ -369,6 +370,7 @@ mod tests {
             ServoState::Jump,
             ServoState::Locked,
             ServoState::LockedStable,
+            ServoState::Holdover,
         ] {
             // The wire code is phc2sys's s0..s3, as the servo prints it.
             assert_eq!(clock_state(Some(s)) as u8, s.code(), "{s:?}");
