@@ -9,7 +9,7 @@ use clocksync::exchange::{
 use clocksync::source::RealtimeToMono;
 use clocksync::{
     measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, OscillatorSpec,
-    ReferenceClock, Servo, ServoConfig, ServoKind, SystemClock, Worker,
+    ReferenceClock, Servo, ServoConfig, ServoKind, ServoState, SystemClock, Worker,
 };
 
 /// A responder on loopback; dropping it stops it.
@@ -383,4 +383,227 @@ fn a_burst_of_forged_answers_does_not_freeze_the_exchange() {
         s.malformed >= 100 && s.drained >= 100,
         "junk read away and counted: {s:?}"
     );
+}
+
+/// What an on-path bridge without the key does to each answer it forwards.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tamper {
+    /// Before each answer: a datagram that is no protocol message.
+    junk: bool,
+    /// Before each answer: a well-formed copy answering another request.
+    unmatched: bool,
+    /// Added to t2 and t3 of every answer, ns.
+    shift_ns: i64,
+}
+
+/// A UDP bridge between a client and a responder, on the path as a
+/// middlebox is: the client talks to the bridge's address, the bridge to
+/// the responder. It can read and rewrite everything (no key), as the
+/// defect report's bridge rewriting t2/t3 did. Dropping it stops it.
+struct Bridge {
+    addr: std::net::SocketAddr,
+    tamper: std::sync::Arc<std::sync::Mutex<Tamper>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Bridge {
+    fn new(responder: std::net::SocketAddr) -> Bridge {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        back.connect(responder).unwrap();
+        let tick = Some(std::time::Duration::from_millis(10));
+        front.set_read_timeout(tick).unwrap();
+        back.set_read_timeout(tick).unwrap();
+        let addr = front.local_addr().unwrap();
+        let client: Arc<Mutex<Option<std::net::SocketAddr>>> = Arc::default();
+        let tamper: Arc<Mutex<Tamper>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let upstream = {
+            let (front, back, client, stop) =
+                (front.clone(), back.clone(), client.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 128];
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = front.recv_from(&mut buf) {
+                        *client.lock().unwrap() = Some(from);
+                        let _ = back.send(&buf[..n]);
+                    }
+                }
+            })
+        };
+        let downstream = {
+            let (tamper, stop) = (tamper.clone(), stop.clone());
+            std::thread::spawn(move || {
+                use clocksync::exchange::{Kind, Message};
+                let mut buf = [0u8; 128];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(n) = back.recv(&mut buf) else { continue };
+                    let Some(to) = *client.lock().unwrap() else {
+                        continue;
+                    };
+                    let t = *tamper.lock().unwrap();
+                    let Ok(mut m) = Message::open(&buf[..n], None) else {
+                        let _ = front.send_to(&buf[..n], to);
+                        continue;
+                    };
+                    if t.junk {
+                        let _ = front.send_to(&[0x5a; 60], to);
+                    }
+                    if t.unmatched {
+                        let other = Message {
+                            seq: m.seq.wrapping_add(1_000_000),
+                            ..m
+                        };
+                        let _ = front.send_to(other.seal(None).as_bytes(), to);
+                    }
+                    if matches!(m.kind, Kind::Response | Kind::FollowUp) {
+                        m.t_ns = m.t_ns.wrapping_add(t.shift_ns as u64);
+                    }
+                    let _ = front.send_to(m.seal(None).as_bytes(), to);
+                }
+            })
+        };
+        Bridge {
+            addr,
+            tamper,
+            stop,
+            threads: vec![upstream, downstream],
+        }
+    }
+
+    fn tamper(&self, t: Tamper) {
+        *self.tamper.lock().unwrap() = t;
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Refused and unmatched answers are counted where the agent reads them:
+/// through `ReferenceClock::exchange_stats` of the source `SourceSpec`
+/// opens, while the discipline runs on its own thread, as in the agent.
+#[test]
+fn refused_and_unmatched_answers_are_counted_where_the_agent_reads_them() {
+    use clocksync::{SourceOptions, SourceSpec};
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+    let bridge = Bridge::new(r.addr);
+    bridge.tamper(Tamper {
+        junk: true,
+        unmatched: true,
+        shift_ns: 0,
+    });
+    let source = SourceSpec::Sink(bridge.addr)
+        .open(&SourceOptions {
+            reads: 4,
+            ..Default::default()
+        })
+        .unwrap();
+    let stats = source
+        .exchange_stats()
+        .expect("the exchange shares its counters");
+    let servo_cfg = ServoConfig {
+        interval_s: 0.05,
+        ..Default::default()
+    };
+    let clock = GlobalClock::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = Discipline::new(source, Servo::new(ServoKind::Pi, servo_cfg), clock.clone())
+        .spawn(std::time::Duration::from_millis(50), move |r| {
+            let _ = tx.send(r.map(|r| r.state));
+        })
+        .unwrap();
+    let states: Vec<_> = rx.iter().take(12).collect();
+    let s = stats.get();
+    drop(worker);
+    // Junk and answers to other requests came with every answer: counted,
+    // and none of it reached the clock, which locked all the same.
+    assert!(s.completed >= 40, "{s:?}");
+    assert!(s.malformed >= s.completed, "junk counted: {s:?}");
+    assert!(s.ignored >= s.completed, "unmatched answers counted: {s:?}");
+    assert!(
+        clock.state().is_some_and(|st| st.is_locked()),
+        "{states:?} {:?}",
+        clock.state()
+    );
+}
+
+/// The defect on a real exchange: a bridge without the key adds 5 ms to
+/// every t2/t3 once the client's clock is locked. The servo holds the
+/// clock (HOLDOVER), counts every forged sample, and its estimate shows
+/// the 5 ms disagreement; the clock itself stays where it was. Prints the
+/// figures docs/clock-model.md quotes.
+#[test]
+fn a_keyless_bridge_shifting_answers_by_5_ms_is_held_and_counted() {
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+    let bridge = Bridge::new(r.addr);
+    let cfg = ExchangeConfig {
+        burst: 8,
+        ..Default::default()
+    };
+    let client = ExchangeClient::connect(bridge.addr, cfg).unwrap();
+    let clock = GlobalClock::default();
+    let servo_cfg = ServoConfig {
+        interval_s: 0.05,
+        ..Default::default()
+    };
+    let mut d = Discipline::new(client, Servo::new(ServoKind::Pi, servo_cfg), clock.clone());
+    let true_error_ns = |clock: &GlobalClock| {
+        let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+        clock.to_global_ns(truth.base_ns).unwrap() as i64 - truth.target_ns as i64
+    };
+    let tick = |d: &mut Discipline<ExchangeClient>| {
+        let r = d.tick().unwrap();
+        d.wait(std::time::Duration::from_millis(50));
+        r
+    };
+    for _ in 0..20 {
+        tick(&mut d);
+    }
+    assert!(
+        clock.state().is_some_and(|s| s.is_locked()),
+        "{:?}",
+        clock.state()
+    );
+    let before = true_error_ns(&clock);
+    bridge.tamper(Tamper {
+        shift_ns: 5_000_000,
+        ..Default::default()
+    });
+    let mut worst = before.unsigned_abs();
+    let mut reports = Vec::new();
+    for _ in 0..30 {
+        let r = tick(&mut d);
+        worst = worst.max(true_error_ns(&clock).unsigned_abs());
+        reports.push(r);
+    }
+    let last = reports.last().unwrap();
+    println!(
+        "keyless bridge +5 ms on loopback: true error before {before} ns, worst after {worst} ns; \
+         states {:?}; last estimate {} ns; sanity {:?}",
+        reports.iter().map(|r| r.state.code()).collect::<Vec<_>>(),
+        last.error_estimate_ns,
+        last.sanity
+    );
+    // The forged answers (the first may straddle the switch) are held.
+    assert!(
+        reports[1..].iter().all(|r| r.state == ServoState::Holdover),
+        "{:?}",
+        reports.iter().map(|r| r.state).collect::<Vec<_>>()
+    );
+    assert!(last.sanity.rejected >= 29, "{:?}", last.sanity);
+    assert!(last.sanity.beyond_max_change > 0, "{:?}", last.sanity);
+    assert_eq!(last.sanity.reacquired, 0);
+    assert!(last.error_estimate_ns >= 4_900_000, "{last:?}");
+    // Where it was: within the exchange's own error through a user-space
+    // relay and the floor of the sanity check, nowhere near 5 ms.
+    assert!(worst < 50_000, "the forgery moved the clock to {worst} ns");
 }

@@ -14,7 +14,7 @@ use crate::source::exchange::socket::{
     SOFTWARE_FLAGS,
 };
 use crate::source::exchange::stamps::{min_delay, Exchange};
-use crate::source::exchange::stats::ExchangeStats;
+use crate::source::exchange::stats::{ExchangeStats, SharedExchangeStats};
 use crate::source::inject::{inject, ErrorInjection};
 use crate::source::oscillator::Oscillator;
 use crate::source::realtime::RealtimeMonoTracker;
@@ -78,6 +78,8 @@ pub struct ExchangeClient {
     seq: u64,
     sent: u32,
     stats: ExchangeStats,
+    /// `stats` for readers in other threads, published after each exchange.
+    shared: SharedExchangeStats,
     last: Vec<Exchange>,
     rt_map: RealtimeMonoTracker,
     phc_map: Option<PhcMap>,
@@ -123,6 +125,7 @@ impl ExchangeClient {
             seq: random_seq(),
             sent: 0,
             stats: ExchangeStats::default(),
+            shared: SharedExchangeStats::default(),
             last: Vec::new(),
             rt_map: RealtimeMonoTracker::new()?,
             phc_map,
@@ -153,6 +156,7 @@ impl ExchangeClient {
             Err(ClockError::Timeout(_)) => self.stats.timeouts += 1,
             Err(_) => {}
         }
+        self.shared.publish(self.stats);
         r
     }
 
@@ -315,6 +319,9 @@ impl ReferenceClock for ExchangeClient {
     /// `ServoConfig::hardware_timestamps = false` for ptp4l's software gains.
     fn hardware_stamped(&self) -> bool {
         true
+    }
+    fn exchange_stats(&self) -> Option<SharedExchangeStats> {
+        Some(self.shared.clone())
     }
 }
 
