@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use clocksync::{
-    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, OscillatorSpec, PiGains, Servo,
-    ServoConfig, ServoKind, SourceOptions, SourceSpec,
+    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, MaxChange, OscillatorSpec, PiGains,
+    SanityConfig, Servo, ServoConfig, ServoKind, SourceOptions, SourceSpec,
 };
 
 /// nettrace clock sync: discipline a software global clock to a source and
@@ -66,6 +66,20 @@ struct Args {
     /// (kp 0.1, ki 0.001 at 1 s) instead of the hardware ones.
     #[arg(long)]
     software_gains: bool,
+    /// The sanity check: once locked, a sample beyond max(10 x the recent
+    /// residual, 20 µs) is held (HOLDOVER, a warning on stderr); a move
+    /// that stays put for 4 updates is followed (UNLOCKED, JUMP) while the
+    /// moves followed add up to at most NS. `unlimited` follows any; 0
+    /// none. See docs/clock-model.md.
+    #[arg(long, default_value_t = MaxChange::default(), value_name = "NS|unlimited")]
+    servo_max_change: MaxChange,
+    /// Once the frequency is learned (16 s after lock) the correction stays
+    /// within ± PPB of it (HOLDOVER beyond); 0: only the clock's limit.
+    #[arg(long, default_value_t = clocksync::servo::sanity::MAX_FREQ_CHANGE_PPB, value_name = "PPB")]
+    servo_max_freq_change: f64,
+    /// No sanity check: follow every sample, as phc2sys does.
+    #[arg(long, conflicts_with_all = ["servo_max_change", "servo_max_freq_change"])]
+    no_servo_sanity: bool,
     /// Test only: pretend CLOCK_REALTIME/TAI are off by this much, ns.
     #[arg(long, default_value_t = 0)]
     inject_clock_offset_ns: i64,
@@ -90,6 +104,13 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // The servo's warnings (a reference it does not follow) go to stderr.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -118,6 +139,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
     }
     if !(args.max_frequency_ppb >= 0.0 && args.max_frequency_ppb.is_finite()) {
         bail!("--max-frequency-ppb must be a number >= 0 (0 = no cap)");
+    }
+    if !(args.servo_max_freq_change >= 0.0 && args.servo_max_freq_change.is_finite()) {
+        bail!("--servo-max-freq-change must be a number of ppb, 0 or more (0: no band)");
     }
     let injection =
         ErrorInjection::nonzero(args.inject_clock_offset_ns, args.inject_clock_drift_ppm)?;
@@ -163,6 +187,12 @@ fn run(args: &Args) -> anyhow::Result<()> {
         first_step_threshold_ns: args.first_step_threshold_ns,
         step_threshold_ns: args.step_threshold_ns,
         hardware_timestamps: source.hardware_stamped() && !args.software_gains,
+        sanity: SanityConfig {
+            enabled: !args.no_servo_sanity,
+            max_change_ns: args.servo_max_change.0,
+            max_freq_change_ppb: args.servo_max_freq_change,
+            ..SanityConfig::default()
+        },
         ..Default::default()
     };
     let name = source.name();

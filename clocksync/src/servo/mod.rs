@@ -11,4 +11,4 @@ pub mod sanity;
 
 pub use algorithm::{AlgoOutput, PiGains, ServoAlgorithm, ServoConfig};
 pub use machine::{Servo, ServoKind, ServoOutput, ServoState};
-pub use sanity::{SanityConfig, SanityCounters, SanityEvent};
+pub use sanity::{MaxChange, SanityConfig, SanityCounters, SanityEvent};

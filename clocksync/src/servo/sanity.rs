@@ -123,6 +123,38 @@ impl Default for SanityConfig {
     }
 }
 
+/// The command-line form of [`SanityConfig::max_change_ns`]: a number of
+/// ns, or `unlimited`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxChange(pub Option<u64>);
+
+impl Default for MaxChange {
+    fn default() -> Self {
+        MaxChange(Some(MAX_CHANGE_NS))
+    }
+}
+
+impl std::str::FromStr for MaxChange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "unlimited" {
+            return Ok(MaxChange(None));
+        }
+        s.parse().map(|ns| MaxChange(Some(ns))).map_err(|_| {
+            format!("expected a number of ns (0: follow no held move) or `unlimited`, got {s:?}")
+        })
+    }
+}
+
+impl std::fmt::Display for MaxChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(ns) => write!(f, "{ns}"),
+            None => f.write_str("unlimited"),
+        }
+    }
+}
+
 /// What the sanity check did, counted since the servo was created.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SanityCounters {
@@ -514,6 +546,22 @@ mod tests {
         let mut s = Sanity::new(cfg);
         s.after_update(UpdateKind::Locked, None, 0, 0.0);
         s
+    }
+
+    #[test]
+    fn max_change_parses_and_prints_back() {
+        for (text, v) in [
+            ("0", Some(0)),
+            ("1000000", Some(1_000_000)),
+            ("unlimited", None),
+        ] {
+            let m: MaxChange = text.parse().unwrap();
+            assert_eq!(m, MaxChange(v));
+            assert_eq!(m.to_string(), text);
+        }
+        assert!("-1".parse::<MaxChange>().is_err());
+        assert!("1ms".parse::<MaxChange>().is_err());
+        assert_eq!(MaxChange::default().0, Some(MAX_CHANGE_NS));
     }
 
     #[test]
