@@ -1,8 +1,14 @@
 //! Test harness, not part of the library's path: run a servo against the
 //! simulated PHC in simulated time and summarise the true error; a man in
-//! the middle ([`Forged`]) that shifts what a reference reads. Used by the
-//! servo tests and `examples/servo_bench.rs`; no library module imports
-//! it (a test in `tests/module_graph.rs` checks that).
+//! the middle ([`Forged`]) that shifts what a reference reads, and one on
+//! a real exchange's path ([`ExchangeBridge`]). Used by the servo and
+//! exchange tests, the end-to-end tests and `examples/`; no library module
+//! imports it (a test in `tests/module_graph.rs` checks that).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::discipline::{ClockReport, Discipline};
 use crate::error::ClockError;
@@ -10,6 +16,7 @@ use crate::global::GlobalClock;
 use crate::limit::FrequencyLimit;
 use crate::servo::algorithm::ServoConfig;
 use crate::servo::machine::{Servo, ServoKind};
+use crate::source::exchange::msg::{Kind, Message};
 use crate::source::sim::{SimConfig, SimPhc};
 use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
 
@@ -133,6 +140,131 @@ impl<R: ReferenceClock> ReferenceClock for Forged<R> {
     }
     fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {
         self.inner.truth_ref_ns(mono_ns)
+    }
+}
+
+/// What an on-path bridge without the key does to each answer it
+/// forwards ([`ExchangeBridge`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tamper {
+    /// Before each answer: a datagram that is no protocol message.
+    pub junk: bool,
+    /// Before each answer: a well-formed copy answering another request.
+    pub unmatched: bool,
+    /// Added to t2 and t3 of every answer, ns.
+    pub shift_ns: i64,
+}
+
+/// A UDP bridge between exchange clients and a responder, on the path as
+/// a middlebox is: clients talk to the bridge's address, the bridge to the
+/// responder, and it can read and rewrite every message (no key), as the
+/// bridge of issue 16 that rewrote t2/t3. Answers go to the client that
+/// sent the last request. Dropping it stops it.
+pub struct ExchangeBridge {
+    addr: SocketAddr,
+    tamper: Arc<Mutex<Tamper>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ExchangeBridge {
+    /// Listen on `listen` (port 0: any) and forward to `responder`. The
+    /// sockets live in the caller's network namespace.
+    pub fn bind(listen: SocketAddr, responder: SocketAddr) -> std::io::Result<Self> {
+        let front = Arc::new(UdpSocket::bind(listen)?);
+        let any: SocketAddr = if responder.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let back = Arc::new(UdpSocket::bind(any)?);
+        back.connect(responder)?;
+        // Wake up now and then to notice a stop.
+        let tick = Some(Duration::from_millis(10));
+        front.set_read_timeout(tick)?;
+        back.set_read_timeout(tick)?;
+        let addr = front.local_addr()?;
+        let client: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+        let tamper: Arc<Mutex<Tamper>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let lock = |m: &Mutex<Option<SocketAddr>>| *m.lock().unwrap_or_else(|p| p.into_inner());
+        let upstream = {
+            let (front, back, client, stop) =
+                (front.clone(), back.clone(), client.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("bridge-up".into())
+                .spawn(move || {
+                    let mut buf = [0u8; 256];
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok((n, from)) = front.recv_from(&mut buf) {
+                            *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(from);
+                            let _ = back.send(&buf[..n]);
+                        }
+                    }
+                })?
+        };
+        let downstream = {
+            let (tamper, stop) = (tamper.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("bridge-down".into())
+                .spawn(move || {
+                    let mut buf = [0u8; 256];
+                    while !stop.load(Ordering::Relaxed) {
+                        let Ok(n) = back.recv(&mut buf) else { continue };
+                        let Some(to) = lock(&client) else { continue };
+                        let t = *tamper.lock().unwrap_or_else(|p| p.into_inner());
+                        forward(&front, to, &buf[..n], t);
+                    }
+                })?
+        };
+        Ok(ExchangeBridge {
+            addr,
+            tamper,
+            stop,
+            threads: vec![upstream, downstream],
+        })
+    }
+
+    /// Where clients send their requests.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Tamper with the answers from now on.
+    pub fn tamper(&self, t: Tamper) {
+        *self.tamper.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    }
+}
+
+/// Send one answer on to the client, tampered with as `t` says. What is
+/// no protocol message (or is keyed: the bridge has no key) goes as it is.
+fn forward(front: &UdpSocket, to: SocketAddr, answer: &[u8], t: Tamper) {
+    let Ok(mut m) = Message::open(answer, None) else {
+        let _ = front.send_to(answer, to);
+        return;
+    };
+    if t.junk {
+        let _ = front.send_to(&[0x5a; 60], to);
+    }
+    if t.unmatched {
+        let other = Message {
+            seq: m.seq.wrapping_add(1_000_000),
+            ..m
+        };
+        let _ = front.send_to(other.seal(None).as_bytes(), to);
+    }
+    if matches!(m.kind, Kind::Response | Kind::FollowUp) {
+        m.t_ns = m.t_ns.wrapping_add(t.shift_ns as u64);
+    }
+    let _ = front.send_to(m.seal(None).as_bytes(), to);
+}
+
+impl Drop for ExchangeBridge {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::net::UdpSocket;
 use clocksync::exchange::{
     spawn_responder, ExchangeClient, ExchangeConfig, ExchangeStats, StampMode,
 };
+use clocksync::harness::{ExchangeBridge, Tamper};
 use clocksync::source::RealtimeToMono;
 use clocksync::{
     measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, OscillatorSpec,
@@ -385,109 +386,6 @@ fn a_burst_of_forged_answers_does_not_freeze_the_exchange() {
     );
 }
 
-/// What an on-path bridge without the key does to each answer it forwards.
-#[derive(Debug, Clone, Copy, Default)]
-struct Tamper {
-    /// Before each answer: a datagram that is no protocol message.
-    junk: bool,
-    /// Before each answer: a well-formed copy answering another request.
-    unmatched: bool,
-    /// Added to t2 and t3 of every answer, ns.
-    shift_ns: i64,
-}
-
-/// A UDP bridge between a client and a responder, on the path as a
-/// middlebox is: the client talks to the bridge's address, the bridge to
-/// the responder. It can read and rewrite everything (no key), as the
-/// defect report's bridge rewriting t2/t3 did. Dropping it stops it.
-struct Bridge {
-    addr: std::net::SocketAddr,
-    tamper: std::sync::Arc<std::sync::Mutex<Tamper>>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Bridge {
-    fn new(responder: std::net::SocketAddr) -> Bridge {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{Arc, Mutex};
-        let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
-        let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
-        back.connect(responder).unwrap();
-        let tick = Some(std::time::Duration::from_millis(10));
-        front.set_read_timeout(tick).unwrap();
-        back.set_read_timeout(tick).unwrap();
-        let addr = front.local_addr().unwrap();
-        let client: Arc<Mutex<Option<std::net::SocketAddr>>> = Arc::default();
-        let tamper: Arc<Mutex<Tamper>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let upstream = {
-            let (front, back, client, stop) =
-                (front.clone(), back.clone(), client.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 128];
-                while !stop.load(Ordering::Relaxed) {
-                    if let Ok((n, from)) = front.recv_from(&mut buf) {
-                        *client.lock().unwrap() = Some(from);
-                        let _ = back.send(&buf[..n]);
-                    }
-                }
-            })
-        };
-        let downstream = {
-            let (tamper, stop) = (tamper.clone(), stop.clone());
-            std::thread::spawn(move || {
-                use clocksync::exchange::{Kind, Message};
-                let mut buf = [0u8; 128];
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok(n) = back.recv(&mut buf) else { continue };
-                    let Some(to) = *client.lock().unwrap() else {
-                        continue;
-                    };
-                    let t = *tamper.lock().unwrap();
-                    let Ok(mut m) = Message::open(&buf[..n], None) else {
-                        let _ = front.send_to(&buf[..n], to);
-                        continue;
-                    };
-                    if t.junk {
-                        let _ = front.send_to(&[0x5a; 60], to);
-                    }
-                    if t.unmatched {
-                        let other = Message {
-                            seq: m.seq.wrapping_add(1_000_000),
-                            ..m
-                        };
-                        let _ = front.send_to(other.seal(None).as_bytes(), to);
-                    }
-                    if matches!(m.kind, Kind::Response | Kind::FollowUp) {
-                        m.t_ns = m.t_ns.wrapping_add(t.shift_ns as u64);
-                    }
-                    let _ = front.send_to(m.seal(None).as_bytes(), to);
-                }
-            })
-        };
-        Bridge {
-            addr,
-            tamper,
-            stop,
-            threads: vec![upstream, downstream],
-        }
-    }
-
-    fn tamper(&self, t: Tamper) {
-        *self.tamper.lock().unwrap() = t;
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Refused and unmatched answers are counted where the agent reads them:
 /// through `ReferenceClock::exchange_stats` of the source `SourceSpec`
 /// opens, while the discipline runs on its own thread, as in the agent.
@@ -495,13 +393,13 @@ impl Drop for Bridge {
 fn refused_and_unmatched_answers_are_counted_where_the_agent_reads_them() {
     use clocksync::{SourceOptions, SourceSpec};
     let r = responder(true_tai_clock(), StampMode::Kernel);
-    let bridge = Bridge::new(r.addr);
+    let bridge = ExchangeBridge::bind("127.0.0.1:0".parse().unwrap(), r.addr).unwrap();
     bridge.tamper(Tamper {
         junk: true,
         unmatched: true,
         shift_ns: 0,
     });
-    let source = SourceSpec::Sink(bridge.addr)
+    let source = SourceSpec::Sink(bridge.addr())
         .open(&SourceOptions {
             reads: 4,
             ..Default::default()
@@ -544,12 +442,12 @@ fn refused_and_unmatched_answers_are_counted_where_the_agent_reads_them() {
 #[test]
 fn a_keyless_bridge_shifting_answers_by_5_ms_is_held_and_counted() {
     let r = responder(true_tai_clock(), StampMode::Kernel);
-    let bridge = Bridge::new(r.addr);
+    let bridge = ExchangeBridge::bind("127.0.0.1:0".parse().unwrap(), r.addr).unwrap();
     let cfg = ExchangeConfig {
         burst: 8,
         ..Default::default()
     };
-    let client = ExchangeClient::connect(bridge.addr, cfg).unwrap();
+    let client = ExchangeClient::connect(bridge.addr(), cfg).unwrap();
     let clock = GlobalClock::default();
     let servo_cfg = ServoConfig {
         interval_s: 0.05,

@@ -202,4 +202,10 @@ pub trait ServoAlgorithm: Send {
     /// `local_ts_ns` on, not at the last correction returned. An algorithm
     /// that keeps account of what it did to the clock updates it here.
     fn hold(&mut self, _local_ts_ns: u64, _freq_ppb: f64) {}
+    /// The algorithm's estimate of the reference's frequency as a
+    /// correction, ppb, without the part that removes the current offset:
+    /// what the clock should run at when it stops following (holdover).
+    fn frequency_ppb(&self) -> Option<f64> {
+        None
+    }
 }

@@ -216,6 +216,12 @@ impl ServoAlgorithm for LinReg {
         (self.lo_ppb, self.hi_ppb) = (lo_ppb, hi_ppb);
     }
 
+    fn frequency_ppb(&self) -> Option<f64> {
+        // The fitted slope: the correction adds the removal of the offset.
+        self.fit(self.fit_n)
+            .map(|f| f.slope_ppb.clamp(self.lo_ppb, self.hi_ppb))
+    }
+
     fn hold(&mut self, local_ts_ns: u64, freq_ppb: f64) {
         // Our account of the clock must stay true, or the held interval
         // would read as a move of the reference: book what our correction

@@ -46,8 +46,9 @@
 //! ```
 //!
 //! * `HOLDOVER`: the reference moved further or faster than this clock
-//!   can; the caller applies `freq_ppb` (the baseline frequency for a held
-//!   sample, the band's edge for a limited one) and does not step.
+//!   can; the caller applies `freq_ppb` (for a held sample the baseline
+//!   frequency, or before it is learned the algorithm's frequency estimate;
+//!   the band's edge for a limited one) and does not step.
 //!
 //! Before the algorithm sees a sample, the sanity check may hold it (it is
 //! not fed: HOLDOVER) or decide to follow a persisting move (the algorithm
@@ -370,7 +371,8 @@ impl Servo {
         uncertainty_ns: u64,
         event: SanityEvent,
     ) -> ServoOutput {
-        let freq_ppb = self.sanity.hold_freq_ppb(self.last_freq_ppb);
+        let estimate = self.algo.frequency_ppb().unwrap_or(self.last_freq_ppb);
+        let freq_ppb = self.sanity.hold_freq_ppb(estimate);
         self.algo.hold(local_ts_ns, freq_ppb);
         self.last_freq_ppb = freq_ppb;
         self.stable_countdown = self.cfg.num_offset_values;

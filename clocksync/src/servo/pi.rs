@@ -201,6 +201,11 @@ impl ServoAlgorithm for PiServo {
     fn set_freq_bounds(&mut self, lo_ppb: f64, hi_ppb: f64) {
         (self.lo_ppb, self.hi_ppb) = (lo_ppb, hi_ppb);
     }
+
+    fn frequency_ppb(&self) -> Option<f64> {
+        // The integral term: the proportional one answers the last offset.
+        self.estimated.then_some(-self.drift_ppb)
+    }
 }
 
 #[cfg(test)]

@@ -449,10 +449,11 @@ impl Sanity {
     }
 
     /// The frequency to hold the clock at: the baseline, once learned (a
-    /// forger may have dragged the last correction to the band's edge),
-    /// else the last correction.
-    pub fn hold_freq_ppb(&self, last_freq_ppb: f64) -> f64 {
-        self.baseline.value_ppb.unwrap_or(last_freq_ppb)
+    /// forger may have dragged the algorithm to the band's edge), else
+    /// `estimate_ppb`, the algorithm's frequency estimate (the last
+    /// correction also answers the last offset).
+    pub fn hold_freq_ppb(&self, estimate_ppb: f64) -> f64 {
+        self.baseline.value_ppb.unwrap_or(estimate_ppb)
     }
 
     /// Account for the correction `freq_ppb` an update set at
@@ -680,6 +681,10 @@ mod tests {
         assert_eq!(s.baseline_ppb(), Some(100_000.0));
         assert_eq!(s.freq_bounds(max), (90_000.0, 110_000.0));
         assert_eq!(s.hold_freq_ppb(123.0), 100_000.0);
+        assert_eq!(
+            Sanity::new(SanityConfig::default()).hold_freq_ppb(123.0),
+            123.0
+        );
         // The clock's own limit still applies.
         assert_eq!(s.freq_bounds(105_000.0), (90_000.0, 105_000.0));
     }
