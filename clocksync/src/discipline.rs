@@ -186,7 +186,7 @@ impl<R: ReferenceClock> Discipline<R> {
                 max_change_ns,
                 episode,
             } if episode.is_power_of_two() => tracing::warn!(
-                %source, offset_ns, followed_total_ns = total_ns, max_change_ns, flagged = episode,
+                %source, offset_ns, total_if_followed_ns = total_ns, max_change_ns, flagged = episode,
                 "the reference has moved and stayed, but following it would move the clock \
                  beyond --servo-max-change in all: still holding (HOLDOVER). If the \
                  reference really moved, restart the agent or raise --servo-max-change"
