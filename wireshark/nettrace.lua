@@ -265,7 +265,7 @@ local LAYOUT = {
     names = {
         TxStage = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" },
         ClockSource = { [0] = "system", [1] = "phc", [2] = "sink" },
-        ClockState = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE" },
+        ClockState = { [0] = "UNLOCKED", [1] = "JUMP", [2] = "LOCKED", [3] = "LOCKED_STABLE", [4] = "HOLDOVER" },
         RxStage = { [0] = "STACK_ENTRY", [1] = "TCP_INPUT", [2] = "DATA_READY", [3] = "COPY", [4] = "READ_DONE" },
         Family = { [4] = "IPv4", [6] = "IPv6" },
         FlowFamily = { [0] = "none", [4] = "IPv4", [6] = "IPv6" },
@@ -599,6 +599,13 @@ local E = {
         expert.group.SEQUENCE, expert.severity.NOTE),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
+    -- The agent's servo flagged its reference (it moved further or faster
+    -- than the clock can explain: forged or broken) and did not follow it.
+    -- A warning: the trace is intact, its time axis is in doubt by the
+    -- clock event's error estimate.
+    clock_holdover = ProtoExpert.new("nettrace.clock.holdover.expert",
+        "Clock in HOLDOVER: the reference moved beyond what the clock can explain, not followed",
+        expert.group.SEQUENCE, expert.severity.WARN),
 }
 local expert_list = {}
 for _, e in pairs(E) do
@@ -1702,6 +1709,8 @@ local function dissect_clock(body, tree)
     if CLOCK_STATE_NAMES[state] == nil then
         state_item:add_proto_expert_info(E.bad_clock_state, "Unknown clock servo state " .. state)
         ok = false
+    elseif CLOCK_STATE_NAMES[state] == "HOLDOVER" then
+        state_item:add_proto_expert_info(E.clock_holdover)
     end
     -- Exact 64-bit arithmetic (UInt64), never through doubles.
     local mono, ref = b("mono_ns"):le_uint64(), b("ref_ns"):le_uint64()

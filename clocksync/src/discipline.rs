@@ -4,17 +4,14 @@
 //! clock record). Threading is the caller's choice: call `tick` from your own
 //! loop, or [`Discipline::spawn`] a thread that ticks every interval.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::error::ClockError;
 use crate::global::{Adjustment, GlobalClock};
 use crate::servo::machine::{Servo, ServoState};
+use crate::servo::sanity::{SanityCounters, SanityEvent};
 use crate::source::traits::{OffsetSample, ReferenceClock};
 use crate::worker::Worker;
-
-/// Offsets kept for the error estimate (RMS over the last this many).
-pub const ERROR_WINDOW: usize = 16;
 
 /// One update, as phc2sys -m prints it, plus the raw sample.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -30,10 +27,14 @@ pub struct ClockReport {
     pub delay_ns: u64,
     /// Servo state after this update.
     pub state: ServoState,
-    /// Error estimate after this update, ns.
+    /// Error estimate after this update, ns: how far the global clock may
+    /// be from the reference, never less than this sample shows (see
+    /// `servo/machine.rs`).
     pub error_estimate_ns: u64,
     /// The raw sample.
     pub sample: OffsetSample,
+    /// What the servo's sanity check did so far (cumulative).
+    pub sanity: SanityCounters,
 }
 
 impl ClockReport {
@@ -62,7 +63,6 @@ pub struct Discipline<R: ReferenceClock> {
     servo: Servo,
     clock: GlobalClock,
     freq_ppb: f64,
-    recent_offsets: VecDeque<i64>,
 }
 
 impl<R: ReferenceClock> std::fmt::Debug for Discipline<R> {
@@ -82,7 +82,6 @@ impl<R: ReferenceClock> Discipline<R> {
             servo,
             clock,
             freq_ppb: 0.0,
-            recent_offsets: VecDeque::with_capacity(ERROR_WINDOW),
         }
     }
 
@@ -126,42 +125,23 @@ impl<R: ReferenceClock> Discipline<R> {
         let snap = self.clock.snapshot();
         let local = snap.to_global_ns(sample.mono_ns).unwrap_or(sample.ref_ns);
         let offset_ns = local.wrapping_sub(sample.ref_ns) as i64;
-        let out = self.servo.sample(offset_ns, sample.mono_ns);
+        let out = self
+            .servo
+            .update(offset_ns, sample.mono_ns, sample.uncertainty_ns);
+        if let Some(e) = out.event {
+            self.log_sanity(&e);
+        }
         let step_ns = match out.state {
-            ServoState::Unlocked => 0,
             ServoState::Jump => -offset_ns,
-            ServoState::Locked | ServoState::LockedStable => 0,
+            ServoState::Unlocked
+            | ServoState::Locked
+            | ServoState::LockedStable
+            | ServoState::Holdover => 0,
         };
         if out.state != ServoState::Unlocked {
             self.freq_ppb = out.freq_ppb;
         }
-        // Error estimate: RMS of recent offsets (what the servo could not
-        // remove) plus the sample's own uncertainty. After a step the
-        // history no longer describes the clock, so it restarts.
-        if step_ns != 0 || out.state == ServoState::Unlocked {
-            self.recent_offsets.clear();
-        }
-        if step_ns == 0 {
-            if self.recent_offsets.len() == ERROR_WINDOW {
-                self.recent_offsets.pop_front();
-            }
-            self.recent_offsets.push_back(offset_ns);
-        }
-        let rms = if self.recent_offsets.is_empty() {
-            0.0
-        } else {
-            let sum: f64 = self
-                .recent_offsets
-                .iter()
-                .map(|&o| (o as f64).powi(2))
-                .sum();
-            (sum / self.recent_offsets.len() as f64).sqrt()
-        };
-        let error_estimate_ns = if out.state == ServoState::Unlocked {
-            offset_ns.unsigned_abs() + sample.uncertainty_ns
-        } else {
-            rms.round() as u64 + sample.uncertainty_ns
-        };
+        let error_estimate_ns = out.error_estimate_ns;
         self.clock.apply(Adjustment {
             mono_ns: sample.mono_ns,
             step_ns,
@@ -177,6 +157,64 @@ impl<R: ReferenceClock> Discipline<R> {
             state: out.state,
             error_estimate_ns,
             sample,
+            sanity: self.servo.sanity_counters(),
+        }
+    }
+
+    /// Tell the operator what the sanity check did, rate-limited: the first
+    /// flagged update of an episode and then every power of two.
+    fn log_sanity(&self, e: &SanityEvent) {
+        let source = self.source.name();
+        let cfg = &self.servo.config().sanity;
+        match *e {
+            SanityEvent::Held {
+                offset_ns,
+                limit_ns,
+                streak,
+                episode,
+            } if episode.is_power_of_two() => tracing::warn!(
+                %source, offset_ns, limit_ns, streak, flagged = episode,
+                follow_after = cfg.follow_after,
+                "the reference moved beyond the clock's sanity limit; not following it, \
+                 the clock holds its own frequency (HOLDOVER). A move that stays put for \
+                 follow_after updates is followed within --servo-max-change; without a key \
+                 (--key-file) an on-path attacker can forge such moves"
+            ),
+            SanityEvent::Refused {
+                offset_ns,
+                total_ns,
+                max_change_ns,
+                episode,
+            } if episode.is_power_of_two() => tracing::warn!(
+                %source, offset_ns, total_if_followed_ns = total_ns, max_change_ns, flagged = episode,
+                "the reference has moved and stayed, but following it would move the clock \
+                 beyond --servo-max-change in all: still holding (HOLDOVER). If the \
+                 reference really moved, restart the agent or raise --servo-max-change"
+            ),
+            SanityEvent::Following {
+                offset_ns,
+                total_ns,
+            } => tracing::warn!(
+                %source, offset_ns, followed_total_ns = total_ns,
+                max_change_ns = ?cfg.max_change_ns,
+                "the reference moved and stayed: re-acquiring it (UNLOCKED, then a JUMP)"
+            ),
+            SanityEvent::FreqLimited {
+                freq_ppb,
+                lo_ppb,
+                hi_ppb,
+                baseline_ppb,
+                episode,
+            } if episode.is_power_of_two() => tracing::warn!(
+                %source, freq_ppb, lo_ppb, hi_ppb, ?baseline_ppb, flagged = episode,
+                "the reference drifts faster than this clock plausibly can: its frequency \
+                 correction is limited (HOLDOVER); see --servo-max-freq-change"
+            ),
+            SanityEvent::Agrees { flagged } => tracing::info!(
+                %source, flagged,
+                "the reference agrees with the clock again"
+            ),
+            _ => {}
         }
     }
 
@@ -230,6 +268,7 @@ mod tests {
             state,
             error_estimate_ns: 0,
             sample: OffsetSample::default(),
+            sanity: SanityCounters::default(),
         }
     }
 

@@ -128,6 +128,12 @@ impl ClockSnapshot {
     pub fn is_locked(&self) -> bool {
         self.state.is_some_and(ServoState::is_locked)
     }
+
+    /// True while the clock serves time: LOCKED, LOCKED_STABLE or HOLDOVER
+    /// (see [`ServoState::serves_time`]).
+    pub fn serves_time(&self) -> bool {
+        self.state.is_some_and(ServoState::serves_time)
+    }
 }
 
 /// What the discipline does to the clock at one sample.
@@ -202,8 +208,9 @@ impl GlobalClock {
         self.snapshot().state
     }
 
-    /// Estimated |global - reference| at the last update, ns: RMS of recent
-    /// servo offsets plus the last sample's uncertainty (see `discipline.rs`).
+    /// Estimated |global - reference| at the last update, ns: the larger of
+    /// the RMS of recent accepted offsets and the last |offset|, plus the
+    /// last sample's uncertainty (see `servo/machine.rs`).
     pub fn error_estimate_ns(&self) -> u64 {
         self.snapshot().error_estimate_ns
     }

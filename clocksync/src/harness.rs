@@ -1,14 +1,24 @@
 //! Test harness, not part of the library's path: run a servo against the
-//! simulated PHC in simulated time and summarise the true error. Used by
-//! the servo tests and `examples/servo_bench.rs`; no library module imports
-//! it (a test in `tests/module_graph.rs` checks that).
+//! simulated PHC in simulated time and summarise the true error; a man in
+//! the middle ([`Forged`]) that shifts what a reference reads, and one on
+//! a real exchange's path ([`ExchangeBridge`]). Used by the servo and
+//! exchange tests, the end-to-end tests and `examples/`; no library module
+//! imports it (a test in `tests/module_graph.rs` checks that).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::discipline::{ClockReport, Discipline};
+use crate::error::ClockError;
 use crate::global::GlobalClock;
 use crate::limit::FrequencyLimit;
 use crate::servo::algorithm::ServoConfig;
 use crate::servo::machine::{Servo, ServoKind};
+use crate::source::exchange::msg::{Kind, Message};
 use crate::source::sim::{SimConfig, SimPhc};
+use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
 
 /// One simulated update: the servo's report and the true error of the
 /// global clock at the sample instant.
@@ -22,6 +32,10 @@ pub struct SimStep {
     /// mapping in force *before* this update: the error events stamped at
     /// the end of the past interval got (the worst point of a segment), ns.
     pub true_error_ns: i64,
+    /// The same under the mapping this update put in force (it differs
+    /// from `true_error_ns` by a step): what the update's
+    /// `error_estimate_ns` speaks of, ns.
+    pub true_error_after_ns: i64,
 }
 
 /// Run a servo against a simulated PHC for `count` updates of `interval_s`
@@ -33,34 +47,225 @@ pub fn simulate(
     mut servo_cfg: ServoConfig,
     count: usize,
 ) -> Vec<SimStep> {
-    let interval_ns = (servo_cfg.interval_s * 1e9).round() as u64;
     let start = sim.start_mono_ns;
-    let clock = GlobalClock::default();
     let phc = SimPhc::new(sim);
     if servo_cfg.clock_max_freq_ppb.is_none() {
         servo_cfg.clock_max_freq_ppb = phc.max_freq_ppb().ok();
     }
-    let mut d = Discipline::new(phc, Servo::new(kind, servo_cfg), clock.clone());
+    simulate_source(phc, start, Servo::new(kind, servo_cfg), count)
+}
+
+/// Run `servo` against any simulated `source` that knows its ground truth
+/// ([`ReferenceClock::truth_ref_ns`]) for `count` updates of the servo's
+/// interval; `start_mono_ns` is the source's simulated time at the start.
+/// A source without ground truth gives true errors of 0.
+pub fn simulate_source<R: ReferenceClock>(
+    source: R,
+    start_mono_ns: u64,
+    servo: Servo,
+    count: usize,
+) -> Vec<SimStep> {
+    let interval_ns = (servo.config().interval_s * 1e9).round() as u64;
+    let clock = GlobalClock::default();
+    let mut d = Discipline::new(source, servo, clock.clone());
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         let before = clock.snapshot();
-        // The simulated PHC cannot fail.
+        // A simulated source does not fail; a failed sample leaves no step.
         if let Ok(report) = d.tick() {
             let m = report.mono_ns;
-            let g = before
-                .to_global_ns(m)
-                .or_else(|| clock.to_global_ns(m))
-                .unwrap_or(0);
-            let truth = d.source().true_ref_ns(m);
+            let after = clock.to_global_ns(m).unwrap_or(0);
+            let g = before.to_global_ns(m).unwrap_or(after);
+            let truth = d.source().truth_ref_ns(m);
+            let err = |g: u64| truth.map_or(0, |t| g.wrapping_sub(t) as i64);
             out.push(SimStep {
-                t_s: (m - start) as f64 / 1e9,
+                t_s: (m - start_mono_ns) as f64 / 1e9,
                 report,
-                true_error_ns: g.wrapping_sub(truth) as i64,
+                true_error_ns: err(g),
+                true_error_after_ns: err(after),
             });
         }
         d.wait(std::time::Duration::from_nanos(interval_ns));
     }
     out
+}
+
+/// A man in the middle on a reference's path, without the key: every
+/// sample's reference reading is moved by `shift(t)` ns (t: simulated
+/// seconds since `start_mono_ns`), as a bridge rewriting the exchange's t2
+/// and t3 moves them; the ground truth stays the inner source's.
+pub struct Forged<R> {
+    inner: R,
+    start_mono_ns: u64,
+    shift: Box<dyn Fn(f64) -> i64 + Send>,
+}
+
+impl<R> Forged<R> {
+    /// Forge `inner`'s readings by `shift`.
+    pub fn new(inner: R, start_mono_ns: u64, shift: impl Fn(f64) -> i64 + Send + 'static) -> Self {
+        Forged {
+            inner,
+            start_mono_ns,
+            shift: Box::new(shift),
+        }
+    }
+
+    /// The genuine source.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+}
+
+impl<R: Clock> Clock for Forged<R> {
+    fn now_ns(&mut self) -> Result<u64, ClockError> {
+        self.inner.now_ns()
+    }
+    fn name(&self) -> String {
+        format!("forged {}", self.inner.name())
+    }
+}
+
+impl<R: ReferenceClock> ReferenceClock for Forged<R> {
+    fn sample(&mut self) -> Result<OffsetSample, ClockError> {
+        let mut s = self.inner.sample()?;
+        let t_s = s.mono_ns.saturating_sub(self.start_mono_ns) as f64 / 1e9;
+        s.ref_ns = s.ref_ns.wrapping_add((self.shift)(t_s) as u64);
+        Ok(s)
+    }
+    fn hardware_stamped(&self) -> bool {
+        self.inner.hardware_stamped()
+    }
+    fn wait_ns(&mut self, dt_ns: u64) {
+        self.inner.wait_ns(dt_ns)
+    }
+    fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {
+        self.inner.truth_ref_ns(mono_ns)
+    }
+}
+
+/// What an on-path bridge without the key does to each answer it
+/// forwards ([`ExchangeBridge`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tamper {
+    /// Before each answer: a datagram that is no protocol message.
+    pub junk: bool,
+    /// Before each answer: a well-formed copy answering another request.
+    pub unmatched: bool,
+    /// Added to t2 and t3 of every answer, ns.
+    pub shift_ns: i64,
+}
+
+/// A UDP bridge between exchange clients and a responder, on the path as
+/// a middlebox is: clients talk to the bridge's address, the bridge to the
+/// responder, and it can read and rewrite every message (no key), as the
+/// bridge of issue 16 that rewrote t2/t3. Answers go to the client that
+/// sent the last request. Dropping it stops it.
+pub struct ExchangeBridge {
+    addr: SocketAddr,
+    tamper: Arc<Mutex<Tamper>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ExchangeBridge {
+    /// Listen on `listen` (port 0: any) and forward to `responder`. The
+    /// sockets live in the caller's network namespace.
+    pub fn bind(listen: SocketAddr, responder: SocketAddr) -> std::io::Result<Self> {
+        let front = Arc::new(UdpSocket::bind(listen)?);
+        let any: SocketAddr = if responder.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let back = Arc::new(UdpSocket::bind(any)?);
+        back.connect(responder)?;
+        // Wake up now and then to notice a stop.
+        let tick = Some(Duration::from_millis(10));
+        front.set_read_timeout(tick)?;
+        back.set_read_timeout(tick)?;
+        let addr = front.local_addr()?;
+        let client: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+        let tamper: Arc<Mutex<Tamper>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let lock = |m: &Mutex<Option<SocketAddr>>| *m.lock().unwrap_or_else(|p| p.into_inner());
+        let upstream = {
+            let (front, back, client, stop) =
+                (front.clone(), back.clone(), client.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("bridge-up".into())
+                .spawn(move || {
+                    let mut buf = [0u8; 256];
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok((n, from)) = front.recv_from(&mut buf) {
+                            *client.lock().unwrap_or_else(|p| p.into_inner()) = Some(from);
+                            let _ = back.send(&buf[..n]);
+                        }
+                    }
+                })?
+        };
+        let downstream = {
+            let (tamper, stop) = (tamper.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("bridge-down".into())
+                .spawn(move || {
+                    let mut buf = [0u8; 256];
+                    while !stop.load(Ordering::Relaxed) {
+                        let Ok(n) = back.recv(&mut buf) else { continue };
+                        let Some(to) = lock(&client) else { continue };
+                        let t = *tamper.lock().unwrap_or_else(|p| p.into_inner());
+                        forward(&front, to, &buf[..n], t);
+                    }
+                })?
+        };
+        Ok(ExchangeBridge {
+            addr,
+            tamper,
+            stop,
+            threads: vec![upstream, downstream],
+        })
+    }
+
+    /// Where clients send their requests.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Tamper with the answers from now on.
+    pub fn tamper(&self, t: Tamper) {
+        *self.tamper.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    }
+}
+
+/// Send one answer on to the client, tampered with as `t` says. What is
+/// no protocol message (or is keyed: the bridge has no key) goes as it is.
+fn forward(front: &UdpSocket, to: SocketAddr, answer: &[u8], t: Tamper) {
+    let Ok(mut m) = Message::open(answer, None) else {
+        let _ = front.send_to(answer, to);
+        return;
+    };
+    if t.junk {
+        let _ = front.send_to(&[0x5a; 60], to);
+    }
+    if t.unmatched {
+        let other = Message {
+            seq: m.seq.wrapping_add(1_000_000),
+            ..m
+        };
+        let _ = front.send_to(other.seal(None).as_bytes(), to);
+    }
+    if matches!(m.kind, Kind::Response | Kind::FollowUp) {
+        m.t_ns = m.t_ns.wrapping_add(t.shift_ns as u64);
+    }
+    let _ = front.send_to(m.seal(None).as_bytes(), to);
+}
+
+impl Drop for ExchangeBridge {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Figures of merit of a simulated run.
@@ -158,6 +363,11 @@ pub fn parity_loop(
 
     let interval_s = cfg.interval_s;
     let interval_ns = (interval_s * 1e9).round() as u64;
+    // linuxptp's servos have no sanity check: compare like with like.
+    let cfg = ServoConfig {
+        sanity: crate::servo::sanity::SanityConfig::OFF,
+        ..cfg
+    };
     let mut servo = Servo::new(kind, cfg);
     let mut phase = plant.phase_ns;
     let mut applied = 0.0f64;
@@ -185,7 +395,9 @@ pub fn parity_loop(
                 phase -= offset_ns as f64;
                 applied = o.freq_ppb;
             }
-            ServoState::Locked | ServoState::LockedStable => applied = o.freq_ppb,
+            ServoState::Locked | ServoState::LockedStable | ServoState::Holdover => {
+                applied = o.freq_ppb
+            }
         }
         out.push(ClockReport {
             mono_ns: ts,
@@ -195,6 +407,7 @@ pub fn parity_loop(
             state: o.state,
             error_estimate_ns: 0,
             sample: OffsetSample::default(),
+            sanity: Default::default(),
         });
         phase += (plant.drift_ppb + applied) * interval_s;
     }

@@ -39,7 +39,10 @@ pub use discipline::{ClockReport, Discipline};
 pub use error::{ClockError, MessageError};
 pub use global::{ClockSnapshot, Conversion, GlobalClock, GlobalClockConfig};
 pub use limit::FrequencyLimit;
-pub use servo::{PiGains, Servo, ServoConfig, ServoKind, ServoOutput, ServoState};
+pub use servo::{
+    MaxChange, PiGains, SanityConfig, SanityCounters, Servo, ServoConfig, ServoKind, ServoOutput,
+    ServoState,
+};
 pub use source::inject::{MAX_INJECTED_DRIFT_PPM, MAX_INJECTED_OFFSET_NS};
 pub use source::{
     Clock, ErrorInjection, OffsetSample, Oscillator, OscillatorSpec, ReferenceClock, SourceOptions,

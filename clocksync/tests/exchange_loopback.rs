@@ -6,10 +6,11 @@ use std::net::UdpSocket;
 use clocksync::exchange::{
     spawn_responder, ExchangeClient, ExchangeConfig, ExchangeStats, StampMode,
 };
+use clocksync::harness::{ExchangeBridge, Tamper};
 use clocksync::source::RealtimeToMono;
 use clocksync::{
     measure_offset, ClockError, ClockId, Discipline, ErrorInjection, GlobalClock, OscillatorSpec,
-    ReferenceClock, Servo, ServoConfig, ServoKind, SystemClock, Worker,
+    ReferenceClock, Servo, ServoConfig, ServoKind, ServoState, SystemClock, Worker,
 };
 
 /// A responder on loopback; dropping it stops it.
@@ -505,4 +506,127 @@ fn a_flood_of_junk_at_the_responder_starves_no_exchange() {
     assert!(sent > 10_000, "the flood must flood: {sent}");
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(s.timeouts, 0, "{s:?}");
+}
+
+/// Refused and unmatched answers are counted where the agent reads them:
+/// through `ReferenceClock::exchange_stats` of the source `SourceSpec`
+/// opens, while the discipline runs on its own thread, as in the agent.
+#[test]
+fn refused_and_unmatched_answers_are_counted_where_the_agent_reads_them() {
+    use clocksync::{SourceOptions, SourceSpec};
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+    let bridge = ExchangeBridge::bind("127.0.0.1:0".parse().unwrap(), r.addr).unwrap();
+    bridge.tamper(Tamper {
+        junk: true,
+        unmatched: true,
+        shift_ns: 0,
+    });
+    let source = SourceSpec::Sink(bridge.addr())
+        .open(&SourceOptions {
+            reads: 4,
+            ..Default::default()
+        })
+        .unwrap();
+    let stats = source
+        .exchange_stats()
+        .expect("the exchange shares its counters");
+    let servo_cfg = ServoConfig {
+        interval_s: 0.05,
+        ..Default::default()
+    };
+    let clock = GlobalClock::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = Discipline::new(source, Servo::new(ServoKind::Pi, servo_cfg), clock.clone())
+        .spawn(std::time::Duration::from_millis(50), move |r| {
+            let _ = tx.send(r.map(|r| r.state));
+        })
+        .unwrap();
+    let states: Vec<_> = rx.iter().take(12).collect();
+    let s = stats.get();
+    drop(worker);
+    // Junk and answers to other requests came with every answer: refused
+    // by the socket filter before they were queued, counted, and none of
+    // it reached the clock, which locked all the same.
+    assert!(s.completed >= 40, "{s:?}");
+    assert!(
+        s.dropped_by_kernel >= 2 * s.completed,
+        "junk and unmatched answers counted: {s:?}"
+    );
+    assert!(
+        clock.state().is_some_and(|st| st.is_locked()),
+        "{states:?} {:?}",
+        clock.state()
+    );
+}
+
+/// The defect on a real exchange: a bridge without the key adds 5 ms to
+/// every t2/t3 once the client's clock is locked. The servo holds the
+/// clock (HOLDOVER), counts every forged sample, and its estimate shows
+/// the 5 ms disagreement; the clock itself stays where it was. Prints the
+/// figures docs/clock-model.md quotes.
+#[test]
+fn a_keyless_bridge_shifting_answers_by_5_ms_is_held_and_counted() {
+    let r = responder(true_tai_clock(), StampMode::Kernel);
+    let bridge = ExchangeBridge::bind("127.0.0.1:0".parse().unwrap(), r.addr).unwrap();
+    let cfg = ExchangeConfig {
+        burst: 8,
+        ..Default::default()
+    };
+    let client = ExchangeClient::connect(bridge.addr(), cfg).unwrap();
+    let clock = GlobalClock::default();
+    let servo_cfg = ServoConfig {
+        interval_s: 0.05,
+        ..Default::default()
+    };
+    let mut d = Discipline::new(client, Servo::new(ServoKind::Pi, servo_cfg), clock.clone());
+    let true_error_ns = |clock: &GlobalClock| {
+        let truth = measure_offset(ClockId::Monotonic, ClockId::Tai, 9).unwrap();
+        clock.to_global_ns(truth.base_ns).unwrap() as i64 - truth.target_ns as i64
+    };
+    let tick = |d: &mut Discipline<ExchangeClient>| {
+        let r = d.tick().unwrap();
+        d.wait(std::time::Duration::from_millis(50));
+        r
+    };
+    for _ in 0..20 {
+        tick(&mut d);
+    }
+    assert!(
+        clock.state().is_some_and(|s| s.is_locked()),
+        "{:?}",
+        clock.state()
+    );
+    let before = true_error_ns(&clock);
+    bridge.tamper(Tamper {
+        shift_ns: 5_000_000,
+        ..Default::default()
+    });
+    let mut worst = before.unsigned_abs();
+    let mut reports = Vec::new();
+    for _ in 0..30 {
+        let r = tick(&mut d);
+        worst = worst.max(true_error_ns(&clock).unsigned_abs());
+        reports.push(r);
+    }
+    let last = reports.last().unwrap();
+    println!(
+        "keyless bridge +5 ms on loopback: true error before {before} ns, worst after {worst} ns; \
+         states {:?}; last estimate {} ns; sanity {:?}",
+        reports.iter().map(|r| r.state.code()).collect::<Vec<_>>(),
+        last.error_estimate_ns,
+        last.sanity
+    );
+    // The forged answers (the first may straddle the switch) are held.
+    assert!(
+        reports[1..].iter().all(|r| r.state == ServoState::Holdover),
+        "{:?}",
+        reports.iter().map(|r| r.state).collect::<Vec<_>>()
+    );
+    assert!(last.sanity.rejected >= 29, "{:?}", last.sanity);
+    assert!(last.sanity.beyond_max_change > 0, "{:?}", last.sanity);
+    assert_eq!(last.sanity.reacquired, 0);
+    assert!(last.error_estimate_ns >= 4_900_000, "{last:?}");
+    // Where it was: within the exchange's own error through a user-space
+    // relay and the floor of the sanity check, nowhere near 5 ms.
+    assert!(worst < 50_000, "the forgery moved the clock to {worst} ns");
 }

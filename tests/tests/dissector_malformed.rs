@@ -13,7 +13,7 @@ use std::path::Path;
 use dissector_common::*;
 use pcap_file::DataLink;
 use tracer_codec::layout::field_offset;
-use tracer_codec::{ClockEvent, TxEvent, RECORD_HEADER_LEN};
+use tracer_codec::{ClockEvent, ClockState, TxEvent, RECORD_HEADER_LEN};
 use tracer_e2e::tshark::{Query, Tshark};
 
 /// Expert infos of the dissector that mark errors, by field name.
@@ -194,7 +194,7 @@ fn malformed_datagrams() {
     b[0..4].copy_from_slice(b"NTRX");
     cases.push((b, &["nettrace.bad_magic"]));
     let mut b = good.clone();
-    set_u16(&mut b, 4, 3);
+    set_u16(&mut b, 4, 4);
     cases.push((b, &["nettrace.bad_version"]));
     let mut b = good.clone();
     b[61] = 0x40; // a flag this build does not know
@@ -295,7 +295,8 @@ fn malformed_clock_capture_records() {
     b[hl + REC_CLOCK_SOURCE] = 3;
     cases.push((b, &["nettrace.bad_clock_source"]));
     let mut b = good.clone();
-    b[hl + REC_CLOCK_STATE] = 4;
+    // The first value past the last state the codec knows (HOLDOVER).
+    b[hl + REC_CLOCK_STATE] = ClockState::Holdover as u8 + 1;
     cases.push((b, &["nettrace.bad_clock_state"]));
     let mut b = good.clone();
     b[hl + REC_CLOCK_SOURCE] = 255;
@@ -337,8 +338,9 @@ fn malformed_clock_capture_records() {
         "{}",
         info[5]
     );
+    let unknown_state = format!("CLOCK sink state {} offset", ClockState::Holdover as u8 + 1);
     assert!(
-        info[6].starts_with("CLOCK sink state 4 offset") && info[6].ends_with("[Malformed]"),
+        info[6].starts_with(&unknown_state) && info[6].ends_with("[Malformed]"),
         "{}",
         info[6]
     );

@@ -2,11 +2,14 @@
 //! kernel, so the true offset between their clocks is exactly 0. The agent
 //! pretends its realtime/TAI clock is off by 3 ms + 50 ppm. With
 //! `--clock sink` the kernel-stamped exchange must remove that error from
-//! every event; with `--clock system` the events must show it.
+//! every event; with `--clock system` the events must show it. And a
+//! bridge without the key that forges the sink's answers must be flagged,
+//! counted and not followed (issue 16).
 
+use clocksync::harness::{ExchangeBridge, Tamper};
 use clocksync::{measure_offset, ClockId};
 use tracer_codec::{ClockState, Event};
-use tracer_e2e::netns::NetnsPair;
+use tracer_e2e::netns::{in_netns, NetnsPair};
 use tracer_e2e::scenario as e2e_tx;
 use tracer_e2e::skip::require_root;
 
@@ -131,4 +134,100 @@ fn clock_system_shows_the_injected_clock_error() {
             "--clock system should be off by the injected 3 ms + 50 ppm, got {e} ns"
         );
     }
+}
+
+/// Issue 16 end to end: the agent follows the sink through a bridge in its
+/// own namespace that has no key. The bridge adds junk and answers to other
+/// requests before every answer from the start, and once the agent is
+/// locked it moves every t2/t3 by +5 ms. The agent must count the refused
+/// and unmatched answers and the samples it held in its final `--json`,
+/// mark the clock HOLDOVER in the trace with an estimate showing the 5 ms,
+/// and keep its events on the true axis.
+#[test]
+fn a_keyless_bridge_forging_the_sinks_answers_is_flagged_counted_and_not_followed() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrfrg", 235).expect("creating namespaces");
+    let responder = std::net::SocketAddr::new(pair.addr_b.into(), e2e_tx::SINK_PORT + 1);
+    let bridge = in_netns(NetnsPair::path(&pair.a), "bridge", move || {
+        ExchangeBridge::bind("127.0.0.1:0".parse().unwrap(), responder)
+    })
+    .expect("a thread in the agent's namespace")
+    .join()
+    .expect("bridge thread")
+    .expect("binding the bridge");
+    let honest = Tamper {
+        junk: true,
+        unmatched: true,
+        shift_ns: 0,
+    };
+    bridge.tamper(honest);
+    let clock = format!("sink:{}", bridge.addr());
+    let args = ["--clock", clock.as_str(), "--clock-interval", "0.2"];
+    let (o, ()) = e2e_tx::traced_run_with(
+        &pair,
+        &args,
+        &["--clock-interval", "0.2"],
+        Some("state=LOCKED"),
+        || {
+            // Ten honest updates first: the servo's frequency estimate is
+            // two samples old at the first lock, and the clock holds on it.
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            bridge.tamper(Tamper {
+                shift_ns: 5_000_000,
+                ..honest
+            });
+            // Traffic once a few forged samples are in (0.2 s updates),
+            // then at least 10 forged samples, whatever the flow took.
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            e2e_tx::tcp_flow(&pair, 5205, chunks(), 2000);
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        },
+    );
+    let stats = &o.agent_final["stats"]["clock"];
+    println!("agent's clock counters: {stats}");
+    let sanity = &stats["sanity"];
+    assert!(sanity["rejected"].as_u64() >= Some(10), "{stats}");
+    assert!(sanity["beyond_max_change"].as_u64() >= Some(1), "{stats}");
+    assert_eq!(sanity["reacquired"], 0, "{stats}");
+    // Junk and answers to other requests, refused by the exchange's socket
+    // filter before they are queued, and counted.
+    let exchange = &stats["exchange"];
+    assert!(
+        exchange["dropped_by_kernel"].as_u64() >= Some(20),
+        "junk and unmatched: {stats}"
+    );
+
+    let holdover = ClockState::Holdover as u8;
+    let clocks = clock_events(&o);
+    let held: Vec<_> = clocks.iter().filter(|c| c.state == holdover).collect();
+    assert!(held.len() >= 10, "{} HOLDOVER clock events", held.len());
+    assert!(
+        held.iter().all(|c| c.error_estimate_ns >= 4_900_000),
+        "the estimate shows the 5 ms disagreement: {held:?}"
+    );
+    // Events stamped while holding are on the true axis, not 5 ms off.
+    let off = tai_minus_mono_ns();
+    let errs: Vec<i64> = o
+        .trace
+        .frames
+        .iter()
+        .filter(|f| f.clock_state == holdover)
+        .filter_map(|f| match &f.event {
+            Event::Tx(e) => Some(e.global_ns as i64 - (e.mono_ns as i64 + off)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        errs.len() > 100,
+        "too few events in HOLDOVER: {}",
+        errs.len()
+    );
+    let abs = report("HOLDOVER under a forged +5 ms", &errs);
+    let max = abs[abs.len() - 1];
+    assert!(
+        max < 50_000,
+        "max |error| {max} ns: the forgery moved the clock"
+    );
 }

@@ -14,12 +14,15 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clocksync::exchange::SharedExchangeStats;
 use clocksync::{
     measure_offset, ClockError, ClockId, ClockReport, ClockSnapshot, Discipline, ErrorInjection,
-    FrequencyLimit, GlobalClock, Oscillator, OscillatorSpec, ReferenceClock, Servo, ServoConfig,
-    ServoKind, ServoState, SourceOptions, SourceSpec, Worker,
+    FrequencyLimit, GlobalClock, Oscillator, OscillatorSpec, ReferenceClock, SanityConfig,
+    SanityCounters, Servo, ServoConfig, ServoKind, ServoState, SourceOptions, SourceSpec, Worker,
 };
 use tracer_codec::{ClockEvent, ClockSource, ClockState};
+
+use crate::stats::ClockCounters;
 
 /// Source advertised on the wire for a `--clock` choice.
 pub fn wire_source(spec: &SourceSpec) -> ClockSource {
@@ -40,6 +43,7 @@ pub fn clock_state(state: Option<ServoState>) -> ClockState {
         Some(ServoState::Jump) => ClockState::Jump,
         Some(ServoState::Locked) => ClockState::Locked,
         Some(ServoState::LockedStable) => ClockState::LockedStable,
+        Some(ServoState::Holdover) => ClockState::Holdover,
     }
 }
 
@@ -68,6 +72,9 @@ pub struct ClockConfig {
     /// With [`SourceSpec::Sink`]: authenticate the exchange with this key
     /// (from `--key-file`).
     pub auth: Option<tracer_auth::MacKey>,
+    /// The servo's sanity check (`--servo-max-change`,
+    /// `--servo-max-freq-change`, `--no-servo-sanity`).
+    pub sanity: SanityConfig,
 }
 
 /// Why the clock could not be set up.
@@ -213,6 +220,10 @@ pub struct AgentClock {
     fallback_offset_ns: i64,
     injection: Option<ErrorInjection>,
     failures: u64,
+    /// The exchange's counters (with `--clock sink`).
+    exchange: Option<SharedExchangeStats>,
+    /// The servo's sanity counters as of the last update received.
+    sanity: SanityCounters,
 }
 
 /// Converts raw stamps with the mapping of one instant (cheap to copy).
@@ -279,8 +290,10 @@ impl AgentClock {
             interval_s: cfg.interval.as_secs_f64(),
             hardware_timestamps: source.hardware_stamped(),
             clock_max_freq_ppb,
+            sanity: cfg.sanity,
             ..Default::default()
         };
+        let exchange = source.exchange_stats();
         let global = GlobalClock::default();
         let discipline = Discipline::new(source, Servo::new(cfg.servo, servo_cfg), global.clone());
         let (tx, reports) = mpsc::channel();
@@ -298,8 +311,21 @@ impl AgentClock {
             fallback_offset_ns,
             injection,
             failures: 0,
+            exchange,
+            sanity: SanityCounters::default(),
         };
         Ok((clock, local))
+    }
+
+    /// What the clock refused so far: failed samples, the servo's sanity
+    /// counters (as of the last update drained), the exchange's counters
+    /// (as of its last exchange).
+    pub fn counters(&self) -> ClockCounters {
+        ClockCounters {
+            sample_failures: self.failures,
+            sanity: self.sanity,
+            exchange: self.exchange.as_ref().map(SharedExchangeStats::get),
+        }
     }
 
     /// Source advertised on the wire.
@@ -330,6 +356,7 @@ impl AgentClock {
         while let Ok(r) = self.reports.try_recv() {
             match r {
                 Ok(r) => {
+                    self.sanity = r.sanity;
                     let global_ns = self.global.to_global_ns(r.mono_ns).unwrap_or(0);
                     out.push(ClockEvent {
                         mono_ns: r.mono_ns,
@@ -369,6 +396,7 @@ mod tests {
             ServoState::Jump,
             ServoState::Locked,
             ServoState::LockedStable,
+            ServoState::Holdover,
         ] {
             // The wire code is phc2sys's s0..s3, as the servo prints it.
             assert_eq!(clock_state(Some(s)) as u8, s.code(), "{s:?}");

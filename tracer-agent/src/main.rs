@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use clocksync::{OscillatorSpec, ServoKind, SourceSpec};
+use clocksync::{MaxChange, OscillatorSpec, SanityConfig, ServoKind, SourceSpec};
 use tracer_agent::clock::ClockConfig;
 use tracer_agent::filter::FlowFilter;
 use tracer_agent::pipeline::AgentIdentity;
@@ -203,6 +203,36 @@ struct Cli {
     #[arg(long, default_value = "pi")]
     servo: ServoKind,
 
+    /// The servo's sanity check against a reference that jumps (forged
+    /// answers without --key-file, a broken clock): once locked, a sample
+    /// beyond max(10 x the clock's recent residual, 20 µs) is not followed;
+    /// the clock runs on its own frequency (state HOLDOVER in every event),
+    /// a warning is logged and it is counted. A move that stays put for 4
+    /// updates is followed (UNLOCKED, then JUMP) as long as the moves
+    /// followed this way add up to at most NS; beyond that the clock keeps
+    /// holding until restarted. `unlimited` follows any move that stays
+    /// put; 0 follows none. See docs/clock-model.md.
+    /// [range: 0..=1000000000000 ns; or `unlimited`]
+    #[arg(long, default_value_t = MaxChange::default(), value_name = "NS")]
+    servo_max_change: MaxChange,
+
+    /// Once the servo has learned this clock's frequency (16 s after it
+    /// locks), its correction stays within ± PPB of it: a reference that
+    /// drifts away faster than a crystal does is not followed faster (state
+    /// HOLDOVER, counted). It is also how fast a forged answer stream can
+    /// drag the clock without being flagged: PPB ns per second. 0: only
+    /// the clock's own frequency limit applies.
+    /// [range: 0..=1000000]
+    #[arg(long, default_value_t = clocksync::servo::sanity::MAX_FREQ_CHANGE_PPB, value_name = "PPB",
+        value_parser = tracer_cli::real(0.0, clocksync::servo::sanity::MAX_FREQ_CHANGE_LIMIT_PPB))]
+    servo_max_freq_change: f64,
+
+    /// Follow the reference whatever it does, as phc2sys does (no HOLDOVER,
+    /// no bound on forged answers). Only for a reference nobody on the
+    /// network can forge.
+    #[arg(long, conflicts_with_all = ["servo_max_change", "servo_max_freq_change"])]
+    no_servo_sanity: bool,
+
     /// TESTING ONLY: behave as if this host's CLOCK_REALTIME/CLOCK_TAI were
     /// off by this many ns (every realtime/TAI reading and kernel realtime
     /// stamp the agent takes is shifted; monotonic stamps are not).
@@ -376,6 +406,12 @@ impl std::str::FromStr for ClockArg {
 
 fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let sanity = SanityConfig {
+        enabled: !cli.no_servo_sanity,
+        max_change_ns: cli.servo_max_change.0,
+        max_freq_change_ppb: cli.servo_max_freq_change,
+        ..SanityConfig::default()
+    };
     let clock = match cli.clock {
         ClockArg::Spec(spec) => spec,
         ClockArg::Sink => {
@@ -452,6 +488,7 @@ fn real_main() -> anyhow::Result<()> {
             auth: key
                 .as_ref()
                 .map(|k| k.mac_key(tracer_auth::Purpose::ClockExchange)),
+            sanity,
         },
     };
     let stats = run(&cfg, stop)?;
@@ -545,6 +582,26 @@ mod tests {
         );
         for bad in ["255", "65508", "0"] {
             assert!(parse(&["--max-datagram", bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn servo_sanity_options_parse_and_say_what_they_bound() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.servo_max_change, MaxChange::default());
+        assert!(!c.no_servo_sanity);
+        let c = parse(&["--servo-max-change", "unlimited"]).unwrap();
+        assert_eq!(c.servo_max_change, MaxChange(None));
+        let c = parse(&["--servo-max-change", "0", "--servo-max-freq-change", "2000"]).unwrap();
+        assert_eq!(
+            (c.servo_max_change, c.servo_max_freq_change),
+            (MaxChange(Some(0)), 2000.0)
+        );
+        assert!(parse(&["--servo-max-change", "1ms"]).is_err());
+        assert!(parse(&["--no-servo-sanity", "--servo-max-change", "5"]).is_err());
+        let help = Cli::command().render_long_help().to_string();
+        for words in ["HOLDOVER", "forged", "ns per second", "--key-file"] {
+            assert!(help.contains(words), "--help lacks {words:?}");
         }
     }
 

@@ -242,6 +242,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         for ev in clock.drain_events() {
             p.push_clock(&ev);
         }
+        p.stats.clock = clock.counters();
         conv = clock.converter();
         if conv.state != last_state {
             tracing::info!(state = %conv.state.name(), source = %clock.source().name(), "clock state changed");
@@ -268,6 +269,10 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     }
     drain(&mut probes, &mut p, &conv, &mut local);
     update_counters(&probes, &mut p);
+    for ev in clock.drain_events() {
+        p.push_clock(&ev);
+    }
+    p.stats.clock = clock.counters();
     p.flush();
     local.flush();
     // UDP to a dead sink "succeeds": only the sink's acknowledgement says
@@ -482,6 +487,7 @@ fn wait_for_lock(
         for ev in clock.drain_events() {
             p.push_clock(&ev);
         }
+        p.stats.clock = clock.counters();
         let state = clock.converter().state;
         if matches!(state, ClockState::Locked | ClockState::LockedStable) {
             tracing::info!(state = %state.name(), source = %clock.source().name(),

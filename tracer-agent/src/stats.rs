@@ -1,5 +1,7 @@
 //! The agent's counters, printed as a table or JSON.
 
+use clocksync::exchange::ExchangeStats;
+use clocksync::SanityCounters;
 use serde::Serialize;
 use tracer_codec::{RxStage, TxStage};
 
@@ -61,12 +63,30 @@ pub struct AgentStats {
     pub send_errors: u64,
     /// Events inside datagrams whose send failed.
     pub events_unsent: u64,
+    /// What the clock refused: failed samples, samples the servo's sanity
+    /// check did not follow, answers the exchange refused.
+    pub clock: ClockCounters,
     /// Mean BPF run time per callback (ns) over every probe's programs,
     /// when kernel.bpf_stats_enabled=1.
     pub bpf_ns_per_run: Option<f64>,
     /// BPF program runs over every probe's programs, when
     /// kernel.bpf_stats_enabled=1.
     pub bpf_runs: Option<u64>,
+}
+
+/// The clock's refusals, for the stats and `--json`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ClockCounters {
+    /// Clock samples that failed (every exchange of a burst timed out, a
+    /// clock could not be read): the clock kept its last mapping.
+    pub sample_failures: u64,
+    /// The servo's sanity check: samples held, corrections limited, moves
+    /// followed and not followed (docs/clock-model.md).
+    pub sanity: SanityCounters,
+    /// With `--clock sink`: the exchange's answers, completed and refused
+    /// (malformed, unauthenticated, `ignored`: unmatched or from an
+    /// unsynchronised responder, `drained`: read away before an exchange).
+    pub exchange: Option<ExchangeStats>,
 }
 
 impl AgentStats {
@@ -165,6 +185,25 @@ impl AgentStats {
                 "  runs        {runs:>12}\n  ns/run      {ns:>12.1}\n"
             ));
         }
+        s.push_str(&self.clock.table());
+        s
+    }
+}
+
+impl ClockCounters {
+    /// The table's clock section.
+    fn table(&self) -> String {
+        let c = &self.sanity;
+        let mut s = format!(
+            "clock:\n  sample fails{:>12}\n  held        {:>12} (reference moved beyond the sanity limit: HOLDOVER)\n  freq limited{:>12}\n  reacquired  {:>12} (persisting moves followed)\n  beyond max  {:>12} (--servo-max-change)\n",
+            self.sample_failures, c.rejected, c.freq_limited, c.reacquired, c.beyond_max_change
+        );
+        if let Some(x) = &self.exchange {
+            s.push_str(&format!(
+                "clock exchange:\n  completed   {:>12}\n  timeouts    {:>12}\n  malformed   {:>12}\n  unauthentic.{:>12}\n  unmatched   {:>12}\n  drained     {:>12}\n",
+                x.completed, x.timeouts, x.malformed, x.unauthenticated, x.ignored, x.drained
+            ));
+        }
         s
     }
 }
@@ -235,5 +274,29 @@ mod tests {
             (100..100 + TxStage::ALL.len() as u64).sum::<u64>() + 12,
             "every kind counts"
         );
+    }
+
+    #[test]
+    fn the_clock_refusals_are_in_the_table_and_the_json() {
+        let mut s = AgentStats::default();
+        s.clock.sanity.rejected = 17;
+        let t = s.table();
+        assert!(t.contains(&format!("  held        {:>12}", 17)), "{t}");
+        assert!(
+            !t.contains("clock exchange"),
+            "no exchange without --clock sink: {t}"
+        );
+        s.clock.exchange = Some(ExchangeStats {
+            ignored: 5,
+            malformed: 9,
+            ..Default::default()
+        });
+        let t = s.table();
+        assert!(t.contains(&format!("  unmatched   {:>12}", 5)), "{t}");
+        assert!(t.contains(&format!("  malformed   {:>12}", 9)), "{t}");
+        let j = serde_json::to_value(&s).unwrap();
+        assert_eq!(j["clock"]["sanity"]["rejected"], 17);
+        assert_eq!(j["clock"]["exchange"]["malformed"], 9);
+        assert_eq!(j["clock"]["exchange"]["ignored"], 5);
     }
 }

@@ -103,6 +103,26 @@ wire_enum! {
         Locked = 2 => "LOCKED",
         /// Tracking with a small, steady offset.
         LockedStable = 3 => "LOCKED_STABLE",
+        /// The reference moved further or faster than this clock can
+        /// explain (the servo's sanity check): the clock runs on its own
+        /// frequency and does not follow it. A sign of a forged or broken
+        /// reference; the clock event's error estimate says how far the
+        /// reference disagrees.
+        Holdover = 4 => "HOLDOVER",
+    }
+}
+
+impl ClockState {
+    /// LOCKED or LOCKED_STABLE: the clock follows its reference, so a
+    /// cross-host claim may rest on it (HOLDOVER does not: the reference
+    /// and the clock disagree).
+    pub fn is_locked(self) -> bool {
+        matches!(self, ClockState::Locked | ClockState::LockedStable)
+    }
+
+    /// [`Self::is_locked`] of a wire value (false for an unknown one).
+    pub fn is_locked_code(v: u8) -> bool {
+        ClockState::from_u8(v).is_some_and(ClockState::is_locked)
     }
 }
 

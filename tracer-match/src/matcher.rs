@@ -29,7 +29,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use tracer_codec::{ClockEvent, RxEvent, RxStage, TcpAnomaly, TcpEvent, TxEvent, TxStage};
+use tracer_codec::{
+    ClockEvent, ClockState, RxEvent, RxStage, TcpAnomaly, TcpEvent, TxEvent, TxStage,
+};
 
 use crate::fasthash::FastMap;
 use crate::flow::{FlowKey, SeqUnwrap};
@@ -724,9 +726,9 @@ fn on_clock(hs: &mut HostStats, e: &ClockEvent) {
     c.source = Some(e.source);
     c.state = Some(e.state);
     c.last_error_ns = Some(e.error_estimate_ns);
-    // States 2 and 3 are LOCKED and LOCKED_STABLE: before the first lock
-    // the estimate describes a clock that is still being set.
-    if e.state >= 2 {
+    // Before the first lock the estimate describes a clock that is still
+    // being set; in HOLDOVER one whose reference it does not follow.
+    if ClockState::is_locked_code(e.state) {
         c.max_locked_error_ns = Some(c.max_locked_error_ns.unwrap_or(0).max(e.error_estimate_ns));
         c.max_locked_offset_ns = Some(
             c.max_locked_offset_ns

@@ -8,8 +8,8 @@ use anyhow::Context;
 use clap::Parser;
 use clocksync::servo::algorithm::MAX_FREQUENCY_PPB;
 use clocksync::{
-    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, OscillatorSpec, PiGains, Servo,
-    ServoConfig, ServoKind, SourceOptions, SourceSpec, MAX_INJECTED_DRIFT_PPM,
+    Discipline, ErrorInjection, FrequencyLimit, GlobalClock, MaxChange, OscillatorSpec, PiGains,
+    SanityConfig, Servo, ServoConfig, ServoKind, SourceOptions, SourceSpec, MAX_INJECTED_DRIFT_PPM,
     MAX_INJECTED_OFFSET_NS,
 };
 
@@ -76,6 +76,23 @@ struct Args {
     /// (kp 0.1, ki 0.001 at 1 s) instead of the hardware ones.
     #[arg(long)]
     software_gains: bool,
+    /// The sanity check: once locked, a sample beyond max(10 x the recent
+    /// residual, 20 µs) is held (HOLDOVER, a warning on stderr); a move
+    /// that stays put for 4 updates is followed (UNLOCKED, JUMP) while the
+    /// moves followed add up to at most NS. `unlimited` follows any; 0
+    /// none. See docs/clock-model.md.
+    /// [range: 0..=1000000000000 ns; or `unlimited`]
+    #[arg(long, default_value_t = MaxChange::default(), value_name = "NS")]
+    servo_max_change: MaxChange,
+    /// Once the frequency is learned (16 s after lock) the correction stays
+    /// within ± PPB of it (HOLDOVER beyond); 0: only the clock's limit.
+    /// [range: 0..=1000000]
+    #[arg(long, default_value_t = clocksync::servo::sanity::MAX_FREQ_CHANGE_PPB, value_name = "PPB",
+        value_parser = tracer_cli::real(0.0, clocksync::servo::sanity::MAX_FREQ_CHANGE_LIMIT_PPB))]
+    servo_max_freq_change: f64,
+    /// No sanity check: follow every sample, as phc2sys does.
+    #[arg(long, conflicts_with_all = ["servo_max_change", "servo_max_freq_change"])]
+    no_servo_sanity: bool,
     /// Test only: pretend CLOCK_REALTIME/TAI are off by this much, ns.
     /// [range: -86400000000000..=86400000000000] (one day either way)
     #[arg(long, default_value = "0", value_name = "NS", allow_hyphen_values = true,
@@ -106,6 +123,13 @@ struct Args {
 const MAX_STEP_THRESHOLD_NS: i64 = 1_000_000_000_000;
 
 fn main() -> ExitCode {
+    // The servo's warnings (a reference it does not follow) go to stderr.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -168,6 +192,12 @@ fn run(args: &Args) -> anyhow::Result<()> {
         first_step_threshold_ns: args.first_step_threshold_ns,
         step_threshold_ns: args.step_threshold_ns,
         hardware_timestamps: source.hardware_stamped() && !args.software_gains,
+        sanity: SanityConfig {
+            enabled: !args.no_servo_sanity,
+            max_change_ns: args.servo_max_change.0,
+            max_freq_change_ppb: args.servo_max_freq_change,
+            ..SanityConfig::default()
+        },
         ..Default::default()
     };
     let name = source.name();

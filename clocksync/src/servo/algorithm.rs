@@ -3,6 +3,8 @@
 //! The state machine around it lives in `machine.rs`; PI and linear
 //! regression implement it in `pi.rs` and `linreg.rs`.
 
+use crate::servo::sanity::SanityConfig;
+
 /// Where the PI servo's gains come from: linuxptp's two rules, per term.
 ///
 /// * A non-zero constant is used as it is, whatever the interval, capped
@@ -98,6 +100,9 @@ pub struct ServoConfig {
     /// interval-derived PI gains (hardware 0.7/0.3, software 0.1/0.001 in
     /// linuxptp); constant gains ignore it, as phc2sys does.
     pub hardware_timestamps: bool,
+    /// The sanity check common to every algorithm (`sanity.rs`): on by
+    /// default; [`SanityConfig::OFF`] follows every sample, as linuxptp.
+    pub sanity: SanityConfig,
 }
 
 impl Default for ServoConfig {
@@ -112,6 +117,7 @@ impl Default for ServoConfig {
             stable_offset_threshold_ns: 1_000,
             num_offset_values: 10,
             hardware_timestamps: true,
+            sanity: SanityConfig::default(),
         }
     }
 }
@@ -187,4 +193,19 @@ pub trait ServoAlgorithm: Send {
     fn stepped(&mut self, offset_ns: i64) -> f64;
     /// Forget everything except the configuration (and the last frequency).
     fn reset(&mut self);
+    /// Keep corrections within `[lo_ppb, hi_ppb]` from now on, instead of
+    /// ±[`ServoConfig::max_freq_ppb`] (the sanity check's band, see
+    /// `sanity.rs`); an output at a bound was clamped. Anti-windup applies
+    /// at these bounds.
+    fn set_freq_bounds(&mut self, lo_ppb: f64, hi_ppb: f64);
+    /// The caller held a sample back and runs the clock at `freq_ppb` from
+    /// `local_ts_ns` on, not at the last correction returned. An algorithm
+    /// that keeps account of what it did to the clock updates it here.
+    fn hold(&mut self, _local_ts_ns: u64, _freq_ppb: f64) {}
+    /// The algorithm's estimate of the reference's frequency as a
+    /// correction, ppb, without the part that removes the current offset:
+    /// what the clock should run at when it stops following (holdover).
+    fn frequency_ppb(&self) -> Option<f64> {
+        None
+    }
 }

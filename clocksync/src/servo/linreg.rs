@@ -42,7 +42,9 @@ struct Fit {
 #[derive(Debug, Clone)]
 pub struct LinReg {
     interval_s: f64,
-    max_freq_ppb: f64,
+    /// Bounds of the correction, ppb.
+    lo_ppb: f64,
+    hi_ppb: f64,
     points: std::collections::VecDeque<Point>,
     origin_ns: Option<u64>,
     /// Smoothed squared prediction error per window size (None = not yet).
@@ -62,7 +64,8 @@ impl LinReg {
     pub fn new(cfg: &ServoConfig) -> Self {
         LinReg {
             interval_s: cfg.interval_s,
-            max_freq_ppb: cfg.max_freq_ppb(),
+            lo_ppb: -cfg.max_freq_ppb(),
+            hi_ppb: cfg.max_freq_ppb(),
             points: Default::default(),
             origin_ns: None,
             err: [None; WINDOW_SIZES.len()],
@@ -131,10 +134,7 @@ impl LinReg {
         let fit = self.fit(self.fit_n)?;
         // Predicted offset now: our phase minus the fitted reference phase.
         let offset_pred_ns = self.applied_ns - fit.intercept_ns;
-        Some(
-            (fit.slope_ppb - offset_pred_ns / self.interval_s)
-                .clamp(-self.max_freq_ppb, self.max_freq_ppb),
-        )
+        Some((fit.slope_ppb - offset_pred_ns / self.interval_s).clamp(self.lo_ppb, self.hi_ppb))
     }
 
     /// Update each size's prediction error with the new point before adding it.
@@ -210,6 +210,29 @@ impl ServoAlgorithm for LinReg {
         self.points.clear();
         self.err = [None; WINDOW_SIZES.len()];
         self.reported = false;
+    }
+
+    fn set_freq_bounds(&mut self, lo_ppb: f64, hi_ppb: f64) {
+        (self.lo_ppb, self.hi_ppb) = (lo_ppb, hi_ppb);
+    }
+
+    fn frequency_ppb(&self) -> Option<f64> {
+        // The fitted slope: the correction adds the removal of the offset.
+        self.fit(self.fit_n)
+            .map(|f| f.slope_ppb.clamp(self.lo_ppb, self.hi_ppb))
+    }
+
+    fn hold(&mut self, local_ts_ns: u64, freq_ppb: f64) {
+        // Our account of the clock must stay true, or the held interval
+        // would read as a move of the reference: book what our correction
+        // did up to now, then the held frequency from here on.
+        let Some(origin) = self.origin_ns else { return };
+        let x_s = local_ts_ns.saturating_sub(origin) as f64 / 1e9;
+        if x_s > self.last_x_s {
+            self.applied_ns += self.freq_ppb * (x_s - self.last_x_s);
+            self.last_x_s = x_s;
+        }
+        self.freq_ppb = freq_ppb;
     }
 }
 

@@ -36,11 +36,41 @@
 //! includes the sample right after a JUMP (a step that did not take, or a
 //! reference that moved again): linuxptp's `pi.c` checks in its
 //! "estimated" phase, which a JUMP has already entered.
+//!
+//! # HOLDOVER: the sanity check (`sanity.rs`, not in linuxptp)
+//!
+//! ```text
+//!   LOCKED ── offset beyond the phase limit, or correction at the band ──► HOLDOVER
+//!   HOLDOVER ── offset within the limit again ──► LOCKED
+//!   HOLDOVER ── M agreeing held samples, within max_change ──► UNLOCKED ──► JUMP ──► LOCKED
+//! ```
+//!
+//! * `HOLDOVER`: the reference moved further or faster than this clock
+//!   can; the caller applies `freq_ppb` (for a held sample the baseline
+//!   frequency, or before it is learned the algorithm's frequency estimate;
+//!   the band's edge for a limited one) and does not step.
+//!
+//! Before the algorithm sees a sample, the sanity check may hold it (it is
+//! not fed: HOLDOVER) or decide to follow a persisting move (the algorithm
+//! is reset, and its first estimate JUMPs whatever the step thresholds
+//! say). The step threshold applies to the samples it lets through.
+//!
+//! # Error estimate
+//!
+//! Each update also says how far the clock may be from the reference
+//! after it (`error_estimate_ns`), never less than the data show:
+//! `max(RMS of the last accepted offsets, |this offset|) + the sample's
+//! uncertainty` (half its bracket or round trip); a held sample is not
+//! accepted, but its |offset| counts: the reference disagrees by that
+//! much. In HOLDOVER, add how far the clock ran from its baseline
+//! frequency during the episode (`sanity.rs`). UNLOCKED: |offset| +
+//! uncertainty; JUMP: the uncertainty alone (the step removed the offset).
 
 use crate::error::ClockError;
 use crate::servo::algorithm::{AlgoOutput, ServoAlgorithm, ServoConfig};
 use crate::servo::linreg::LinReg;
 use crate::servo::pi::PiServo;
+use crate::servo::sanity::{Judgement, Residuals, Sanity, SanityCounters, SanityEvent, UpdateKind};
 
 /// Servo state; see the module documentation for the transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -54,23 +84,35 @@ pub enum ServoState {
     Locked,
     /// Apply `freq_ppb`; the offset has been small for a while.
     LockedStable,
+    /// The reference moved beyond what this clock can explain (sanity
+    /// check): apply `freq_ppb`, do not step; the clock is not following
+    /// the reference (fully).
+    Holdover,
 }
 
 impl ServoState {
     /// The number phc2sys prints after `s` (s0 unlocked, s1 jump, s2 locked,
-    /// s3 locked stable).
+    /// s3 locked stable; phc2sys has no s4, nettrace's holdover).
     pub fn code(self) -> u8 {
         match self {
             ServoState::Unlocked => 0,
             ServoState::Jump => 1,
             ServoState::Locked => 2,
             ServoState::LockedStable => 3,
+            ServoState::Holdover => 4,
         }
     }
 
-    /// True in LOCKED and LOCKED_STABLE.
+    /// True in LOCKED and LOCKED_STABLE: following the reference.
     pub fn is_locked(self) -> bool {
         matches!(self, ServoState::Locked | ServoState::LockedStable)
+    }
+
+    /// True in LOCKED, LOCKED_STABLE and HOLDOVER: the clock has its
+    /// frequency and runs continuously, so it can serve time to others
+    /// (a sink's responder answers as synchronised).
+    pub fn serves_time(self) -> bool {
+        self.is_locked() || self == ServoState::Holdover
     }
 }
 
@@ -112,6 +154,11 @@ pub struct ServoOutput {
     pub freq_ppb: f64,
     /// What to do with it.
     pub state: ServoState,
+    /// How far the clock may be from the reference after this update, ns
+    /// (see the module documentation).
+    pub error_estimate_ns: u64,
+    /// What the sanity check has to report about this sample.
+    pub event: Option<SanityEvent>,
 }
 
 /// A servo: an algorithm plus the common state machine.
@@ -124,6 +171,11 @@ pub struct Servo {
     stable_countdown: u32,
     last_freq_ppb: f64,
     state: ServoState,
+    sanity: Sanity,
+    /// Offsets of the last accepted LOCKED updates.
+    recent: Residuals,
+    /// Following a persisting move: the next first estimate steps.
+    pending_step: bool,
 }
 
 impl std::fmt::Debug for Servo {
@@ -147,10 +199,13 @@ impl Servo {
         Servo {
             algo,
             stable_countdown: cfg.num_offset_values,
+            sanity: Sanity::new(cfg.sanity),
             cfg,
             first_update: true,
             last_freq_ppb: 0.0,
             state: ServoState::Unlocked,
+            recent: Residuals::default(),
+            pending_step: false,
         }
     }
 
@@ -175,23 +230,59 @@ impl Servo {
         self.algo.set_interval(interval_s);
     }
 
-    /// Back to UNLOCKED (keeps the last frequency).
+    /// What the sanity check did so far.
+    pub fn sanity_counters(&self) -> SanityCounters {
+        self.sanity.counters()
+    }
+
+    /// The frequency learned at lock, the centre of the sanity check's
+    /// band, once learned, ppb.
+    pub fn baseline_ppb(&self) -> Option<f64> {
+        self.sanity.baseline_ppb()
+    }
+
+    /// Back to UNLOCKED (keeps the last frequency, and the sanity check's
+    /// baseline and moves followed: the oscillator did not change).
     pub fn reset(&mut self) {
         self.algo.reset();
         self.stable_countdown = self.cfg.num_offset_values;
         self.state = ServoState::Unlocked;
+        self.recent.clear();
+        self.pending_step = false;
+        self.sanity
+            .after_update(UpdateKind::Unlocked, None, 0, self.last_freq_ppb);
     }
 
     fn exceeds(threshold_ns: i64, offset_ns: i64) -> bool {
         threshold_ns > 0 && offset_ns.unsigned_abs() > threshold_ns.unsigned_abs()
     }
 
-    /// Feed one sample: `offset_ns = local - reference` at `local_ts_ns`.
+    /// Feed one sample: `offset_ns = local - reference` at `local_ts_ns`,
+    /// of unknown uncertainty (see [`Self::update`]).
+    pub fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> ServoOutput {
+        self.update(offset_ns, local_ts_ns, 0)
+    }
+
+    /// Feed one sample: `offset_ns = local - reference` at `local_ts_ns`,
+    /// within ± `uncertainty_ns` of the truth (asymmetry aside).
     /// On [`ServoState::Jump`] the caller must step the local clock by
     /// `-offset_ns` (and apply `freq_ppb`); this servo already assumes it did.
-    pub fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> ServoOutput {
+    pub fn update(&mut self, offset_ns: i64, local_ts_ns: u64, uncertainty_ns: u64) -> ServoOutput {
+        let mut event = None;
+        match self.sanity.judge(offset_ns, local_ts_ns, &self.recent) {
+            Judgement::Accept => {}
+            Judgement::Hold(e) => return self.hold(offset_ns, local_ts_ns, uncertainty_ns, e),
+            Judgement::Follow(e) => {
+                // The reference moved and stayed: re-acquire it.
+                self.algo.reset();
+                self.pending_step = true;
+                event = Some(e);
+            }
+        }
+        let (lo, hi) = self.sanity.freq_bounds(self.cfg.max_freq_ppb());
+        self.algo.set_freq_bounds(lo, hi);
         // Past UNLOCKED the algorithm has its estimate (pi.c's count 2).
-        let estimated = self.state != ServoState::Unlocked;
+        let estimated = self.state != ServoState::Unlocked && !self.pending_step;
         let state = if estimated && Self::exceeds(self.cfg.step_threshold_ns, offset_ns) {
             // Too far off to slew: re-estimate, then JUMP (linuxptp does the same).
             self.algo.reset();
@@ -202,10 +293,12 @@ impl Servo {
                 AlgoOutput::Ready { freq_ppb, first } => {
                     self.last_freq_ppb = freq_ppb;
                     let step = first
-                        && ((self.first_update
-                            && Self::exceeds(self.cfg.first_step_threshold_ns, offset_ns))
+                        && (self.pending_step
+                            || (self.first_update
+                                && Self::exceeds(self.cfg.first_step_threshold_ns, offset_ns))
                             || Self::exceeds(self.cfg.step_threshold_ns, offset_ns));
                     if step {
+                        self.pending_step = false;
                         self.last_freq_ppb = self.algo.stepped(offset_ns);
                         ServoState::Jump
                     } else {
@@ -214,30 +307,98 @@ impl Servo {
                 }
             }
         };
-        let state = match state {
+        // At a bound the algorithm clamped: the reference wants more than
+        // this clock plausibly does.
+        let limited = (self.cfg.sanity.enabled
+            && state != ServoState::Unlocked
+            && (self.last_freq_ppb <= lo || self.last_freq_ppb >= hi))
+            .then_some((lo, hi));
+        let (state, kind) = match state {
             ServoState::Unlocked => {
                 self.stable_countdown = self.cfg.num_offset_values;
-                state
+                (state, UpdateKind::Unlocked)
             }
             ServoState::Jump => {
                 self.stable_countdown = self.cfg.num_offset_values;
                 self.first_update = false;
-                state
+                (state, UpdateKind::Stepped)
             }
-            ServoState::Locked | ServoState::LockedStable => {
+            ServoState::Locked | ServoState::LockedStable | ServoState::Holdover => {
                 self.first_update = false;
-                if self.stable(offset_ns) {
+                let state = if limited.is_some() {
+                    self.stable_countdown = self.cfg.num_offset_values;
+                    ServoState::Holdover
+                } else if self.stable(offset_ns) {
                     ServoState::LockedStable
                 } else {
                     ServoState::Locked
-                }
+                };
+                (state, UpdateKind::Locked)
             }
         };
+        match state {
+            ServoState::Unlocked | ServoState::Jump => self.recent.clear(),
+            ServoState::Locked | ServoState::LockedStable => self.recent.push(offset_ns),
+            // A limited update is not evidence of how well the clock tracks.
+            ServoState::Holdover => {}
+        }
+        let after = self
+            .sanity
+            .after_update(kind, limited, local_ts_ns, self.last_freq_ppb);
+        let drift_ns = self.sanity.track(
+            local_ts_ns,
+            self.last_freq_ppb,
+            state == ServoState::Holdover,
+        );
         self.state = state;
         ServoOutput {
             freq_ppb: self.last_freq_ppb,
             state,
+            error_estimate_ns: self
+                .estimate(state, offset_ns, uncertainty_ns)
+                .saturating_add(drift_ns),
+            // A follow decision matters more than what came of the update.
+            event: event.or(after),
         }
+    }
+
+    /// A sample the sanity check held: not fed to the algorithm; the clock
+    /// runs on at the held frequency.
+    fn hold(
+        &mut self,
+        offset_ns: i64,
+        local_ts_ns: u64,
+        uncertainty_ns: u64,
+        event: SanityEvent,
+    ) -> ServoOutput {
+        let estimate = self.algo.frequency_ppb().unwrap_or(self.last_freq_ppb);
+        let freq_ppb = self.sanity.hold_freq_ppb(estimate);
+        self.algo.hold(local_ts_ns, freq_ppb);
+        self.last_freq_ppb = freq_ppb;
+        self.stable_countdown = self.cfg.num_offset_values;
+        self.state = ServoState::Holdover;
+        let drift_ns = self.sanity.track(local_ts_ns, freq_ppb, true);
+        ServoOutput {
+            freq_ppb,
+            state: ServoState::Holdover,
+            error_estimate_ns: self
+                .estimate(ServoState::Holdover, offset_ns, uncertainty_ns)
+                .saturating_add(drift_ns),
+            event: Some(event),
+        }
+    }
+
+    /// The error estimate after an update in `state` (module docs).
+    fn estimate(&self, state: ServoState, offset_ns: i64, uncertainty_ns: u64) -> u64 {
+        let offset = offset_ns.unsigned_abs();
+        let seen = match state {
+            ServoState::Unlocked => offset,
+            ServoState::Jump => 0,
+            ServoState::Locked | ServoState::LockedStable | ServoState::Holdover => {
+                (self.recent.rms_ns().round() as u64).max(offset)
+            }
+        };
+        seen.saturating_add(uncertainty_ns)
     }
 
     /// Stable detection, common to all algorithms: `num_offset_values`
@@ -259,6 +420,7 @@ impl Servo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::servo::sanity::SanityConfig;
 
     /// An algorithm that reports a fixed frequency from the second sample.
     struct Fixed {
@@ -287,6 +449,7 @@ mod tests {
         fn reset(&mut self) {
             self.n = 0;
         }
+        fn set_freq_bounds(&mut self, _lo: f64, _hi: f64) {}
     }
 
     fn servo(cfg: ServoConfig) -> Servo {
@@ -341,6 +504,7 @@ mod tests {
     fn step_threshold_resets_then_jumps() {
         let cfg = ServoConfig {
             step_threshold_ns: 1_000_000,
+            sanity: SanityConfig::OFF,
             ..Default::default()
         };
         let mut s = servo(cfg);
@@ -355,6 +519,7 @@ mod tests {
     fn above_step_threshold_right_after_a_jump_resets() {
         let cfg = ServoConfig {
             step_threshold_ns: 1_000_000,
+            sanity: SanityConfig::OFF,
             ..Default::default()
         };
         let mut s = servo(cfg);
@@ -366,6 +531,73 @@ mod tests {
         assert_eq!(s.sample(3_000_000, 4).state, ServoState::Jump);
         // Below the threshold after a JUMP: LOCKED.
         assert_eq!(s.sample(999_999, 5).state, ServoState::Locked);
+    }
+
+    /// Locked on `Fixed` (5 ppb) after two small samples.
+    fn locked(cfg: ServoConfig) -> Servo {
+        let mut s = servo(cfg);
+        s.sample(0, 0);
+        assert_eq!(s.sample(10, 1).state, ServoState::Locked);
+        s
+    }
+
+    #[test]
+    fn a_jump_beyond_the_sanity_limit_is_held_and_shows_in_the_estimate() {
+        let mut s = locked(ServoConfig::default());
+        let out = s.update(5_000_000, 2, 300);
+        assert_eq!(out.state, ServoState::Holdover);
+        // Not fed to the algorithm: the clock keeps its frequency.
+        assert_eq!(out.freq_ppb, 5.0);
+        // The reference disagrees by 5 ms: the estimate says so.
+        assert_eq!(out.error_estimate_ns, 5_000_300);
+        assert!(matches!(
+            out.event,
+            Some(SanityEvent::Held { streak: 1, .. })
+        ));
+        assert_eq!(s.sanity_counters().rejected, 1);
+        // Back within the limit: locked again, and said so.
+        let out = s.update(20, 3, 300);
+        assert_eq!(out.state, ServoState::Locked);
+        assert_eq!(out.event, Some(SanityEvent::Agrees { flagged: 1 }));
+        // Off, the same jump is followed as linuxptp would.
+        let mut off = locked(ServoConfig {
+            sanity: SanityConfig::OFF,
+            ..Default::default()
+        });
+        assert_eq!(off.sample(5_000_000, 2).state, ServoState::Locked);
+    }
+
+    #[test]
+    fn a_persisting_move_is_reacquired_through_unlocked_and_jump() {
+        let mut s = locked(ServoConfig::default());
+        // The reference moves 800 µs and stays; once the step is taken the
+        // offsets are small again.
+        let offset = |t: u64| if t < 7 { 800_000 } else { 10 };
+        let states: Vec<_> = (2..9).map(|t| s.sample(offset(t), t).state).collect();
+        use ServoState::*;
+        assert_eq!(
+            states,
+            [Holdover, Holdover, Holdover, Unlocked, Jump, Locked, Locked]
+        );
+        assert_eq!(s.sanity_counters().reacquired, 1);
+        // Another 800 µs the same way would make 1.6 ms in all: refused.
+        let states: Vec<_> = (9..16).map(|t| s.sample(800_000, t).state).collect();
+        assert!(states.iter().all(|&st| st == Holdover), "{states:?}");
+        assert_eq!(s.sanity_counters().beyond_max_change, 7 - 3);
+    }
+
+    #[test]
+    fn a_correction_at_the_clocks_limit_is_flagged() {
+        // Fixed answers 5 ppb; a clock that takes no more is at its limit.
+        let mut s = servo(ServoConfig {
+            clock_max_freq_ppb: Some(5.0),
+            ..Default::default()
+        });
+        s.sample(0, 0);
+        let out = s.sample(10, 1);
+        assert_eq!(out.state, ServoState::Holdover);
+        assert!(matches!(out.event, Some(SanityEvent::FreqLimited { .. })));
+        assert_eq!(s.sanity_counters().freq_limited, 1);
     }
 
     #[test]

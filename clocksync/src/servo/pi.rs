@@ -93,7 +93,10 @@ pub struct PiServo {
     ki: f64,
     pi_gains: PiGains,
     hardware_timestamps: bool,
-    max_freq_ppb: f64,
+    /// Bounds of the correction, ppb (`set_freq_bounds`; ± the clock's
+    /// limit until told otherwise).
+    lo_ppb: f64,
+    hi_ppb: f64,
     /// Integral term, linuxptp convention (local rate vs reference), ppb.
     drift_ppb: f64,
     first: Option<(i64, u64)>,
@@ -110,7 +113,8 @@ impl PiServo {
             ki,
             pi_gains: cfg.pi_gains,
             hardware_timestamps: cfg.hardware_timestamps,
-            max_freq_ppb: cfg.max_freq_ppb(),
+            lo_ppb: -cfg.max_freq_ppb(),
+            hi_ppb: cfg.max_freq_ppb(),
             drift_ppb: 0.0,
             first: None,
             estimated: false,
@@ -134,12 +138,13 @@ impl ServoAlgorithm for PiServo {
     }
 
     fn sample(&mut self, offset_ns: i64, local_ts_ns: u64) -> AlgoOutput {
-        let max = self.max_freq_ppb;
+        // drift_ppb is the negated correction: its bounds swap and negate.
+        let (min, max) = (-self.hi_ppb, -self.lo_ppb);
         if self.estimated {
             let ki_term = self.ki * offset_ns as f64;
             let ppb = self.kp * offset_ns as f64 + self.drift_ppb + ki_term;
-            let ppb = if ppb < -max {
-                -max
+            let ppb = if ppb < min {
+                min
             } else if ppb > max {
                 max
             } else {
@@ -170,7 +175,7 @@ impl ServoAlgorithm for PiServo {
             return AlgoOutput::Collecting;
         }
         self.drift_ppb += (1e9 - self.drift_ppb) * (offset_ns - offset0) as f64 / dt_ns;
-        self.drift_ppb = self.drift_ppb.clamp(-max, max);
+        self.drift_ppb = self.drift_ppb.clamp(min, max);
         self.estimated = true;
         AlgoOutput::Ready {
             freq_ppb: -self.drift_ppb,
@@ -191,6 +196,15 @@ impl ServoAlgorithm for PiServo {
         // Like linuxptp: the drift survives a reset, the sample count does not.
         self.first = None;
         self.estimated = false;
+    }
+
+    fn set_freq_bounds(&mut self, lo_ppb: f64, hi_ppb: f64) {
+        (self.lo_ppb, self.hi_ppb) = (lo_ppb, hi_ppb);
+    }
+
+    fn frequency_ppb(&self) -> Option<f64> {
+        // The integral term: the proportional one answers the last offset.
+        self.estimated.then_some(-self.drift_ppb)
     }
 }
 

@@ -3,6 +3,7 @@
 //! global clock is built on). Every source implements these in its own file.
 
 use crate::error::ClockError;
+use crate::source::exchange::stats::SharedExchangeStats;
 
 /// Default number of bracketed readings per sample; phc2sys `-N` default 5.
 pub const DEFAULT_READS: usize = 5;
@@ -56,6 +57,12 @@ pub trait ReferenceClock: Clock + Send {
     fn truth_ref_ns(&self, _mono_ns: u64) -> Option<u64> {
         None
     }
+    /// For a source whose answers come over the network (the exchange):
+    /// its counters of answers refused and unmatched, readable from
+    /// another thread while the source runs in the discipline's.
+    fn exchange_stats(&self) -> Option<SharedExchangeStats> {
+        None
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for Box<C> {
@@ -79,5 +86,8 @@ impl<R: ReferenceClock + ?Sized> ReferenceClock for Box<R> {
     }
     fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {
         (**self).truth_ref_ns(mono_ns)
+    }
+    fn exchange_stats(&self) -> Option<SharedExchangeStats> {
+        (**self).exchange_stats()
     }
 }

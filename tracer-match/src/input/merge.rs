@@ -22,7 +22,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use tracer_codec::{CaptureRecord, Event};
+use tracer_codec::{CaptureRecord, ClockState, Event};
 
 use super::pcapng::{Block, PcapngReader};
 use super::{Ev, HostId, HostTable, Input};
@@ -330,7 +330,7 @@ impl Merge {
                         agent_id: cap.agent_id,
                         event_seq: cap.event_seq,
                         clock_source: cap.clock_source,
-                        clock_locked: cap.clock_state >= 2,
+                        clock_locked: ClockState::is_locked_code(cap.clock_state),
                         ev,
                     }));
                 }

@@ -14,7 +14,7 @@ use crate::source::exchange::socket::{
     StampMode, HARDWARE_FLAGS, SOFTWARE_FLAGS,
 };
 use crate::source::exchange::stamps::{min_delay, Exchange};
-use crate::source::exchange::stats::ExchangeStats;
+use crate::source::exchange::stats::{ExchangeStats, SharedExchangeStats};
 use crate::source::inject::{inject, ErrorInjection};
 use crate::source::oscillator::Oscillator;
 use crate::source::realtime::RealtimeMonoTracker;
@@ -80,6 +80,8 @@ pub struct ExchangeClient {
     stats: ExchangeStats,
     /// The socket's kernel drop counter when this client took it.
     drops_at_start: u64,
+    /// `stats` for readers in other threads, published after each exchange.
+    shared: SharedExchangeStats,
     last: Vec<Exchange>,
     rt_map: RealtimeMonoTracker,
     phc_map: Option<PhcMap>,
@@ -127,6 +129,7 @@ impl ExchangeClient {
             sent: 0,
             stats: ExchangeStats::default(),
             drops_at_start,
+            shared: SharedExchangeStats::default(),
             last: Vec::new(),
             rt_map: RealtimeMonoTracker::new()?,
             phc_map,
@@ -160,6 +163,7 @@ impl ExchangeClient {
         if let Ok(d) = kernel_drops(&self.sock) {
             self.stats.dropped_by_kernel = d.wrapping_sub(self.drops_at_start);
         }
+        self.shared.publish(self.stats);
         r
     }
 
@@ -324,6 +328,9 @@ impl ReferenceClock for ExchangeClient {
     /// `ServoConfig::hardware_timestamps = false` for ptp4l's software gains.
     fn hardware_stamped(&self) -> bool {
         true
+    }
+    fn exchange_stats(&self) -> Option<SharedExchangeStats> {
+        Some(self.shared.clone())
     }
 }
 

@@ -69,4 +69,4 @@ pub use phcmap::PhcMap;
 pub use responder::{spawn_responder, Responder};
 pub use socket::{enable_timestamping, sockaddr_to_std, StampMode, HARDWARE_FLAGS, SOFTWARE_FLAGS};
 pub use stamps::{min_delay, Exchange};
-pub use stats::ExchangeStats;
+pub use stats::{ExchangeStats, SharedExchangeStats};

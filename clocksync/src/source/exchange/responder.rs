@@ -136,7 +136,9 @@ impl Responder {
             return Ok(false);
         };
         let snap = self.clock.snapshot();
-        let flags = if snap.is_locked() { FLAG_SYNCED } else { 0 };
+        // In HOLDOVER the clock still defines this host's time axis: agents
+        // following it must keep doing so, not lose their reference.
+        let flags = if snap.serves_time() { FLAG_SYNCED } else { 0 };
         let state = snap.state.map_or(255, |s| s.code() as u32);
         let err = snap.error_estimate_ns.min(u32::MAX as u64) as u32;
         let Some(t2) = self.global_of(t2_rt)? else {

@@ -1,4 +1,7 @@
-//! Counters of an exchange client or responder.
+//! Counters of an exchange client or responder, and a handle through
+//! which another thread reads a client's while it runs.
+
+use std::sync::{Arc, Mutex};
 
 /// Counters of a client or responder.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -24,4 +27,39 @@ pub struct ExchangeStats {
     /// flight (a flood never reaches the queue), and a full queue drops
     /// too. Not part of the counts above.
     pub dropped_by_kernel: u64,
+}
+
+/// A client's counters as of its last exchange, readable from any thread
+/// (the client itself runs in the discipline's). Clones share them.
+#[derive(Debug, Clone, Default)]
+pub struct SharedExchangeStats(Arc<Mutex<ExchangeStats>>);
+
+impl SharedExchangeStats {
+    /// The counters as last published.
+    pub fn get(&self) -> ExchangeStats {
+        // Plain counters: a panic elsewhere cannot leave them half-written.
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publish the counters (the client does, after each exchange).
+    pub fn publish(&self, stats: ExchangeStats) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_share_what_is_published() {
+        let a = SharedExchangeStats::default();
+        let b = a.clone();
+        let s = ExchangeStats {
+            malformed: 3,
+            ..Default::default()
+        };
+        a.publish(s);
+        assert_eq!(b.get(), s);
+    }
 }
