@@ -22,6 +22,13 @@ const BIDI: [(char, &str); 12] = [
     ('\u{2069}', "POP DIRECTIONAL ISOLATE"),
 ];
 
+/// True for a character that must not reach a name an operator reads: a
+/// control character or a bidirectional formatting character (what a
+/// receiver replaces in names that come over the wire).
+pub fn hides_text(c: char) -> bool {
+    c.is_control() || BIDI.iter().any(|(b, _)| *b == c)
+}
+
 /// Why `s` cannot name anything, if it cannot: it holds a control
 /// character or a bidirectional formatting character (the first one is
 /// named).

@@ -63,22 +63,30 @@ pub const SINK_REASONS: &[&str] = &[
     "too_many_agents",
 ];
 
-/// True when `host` holds a control character (they would reach logs,
-/// the stats table and pcapng interface names).
+/// True when `host` holds a control or bidirectional formatting character
+/// (they would reach logs, the stats table and pcapng interface names,
+/// where they hide or reorder text).
 pub fn has_control(host: &str) -> bool {
-    host.chars().any(char::is_control)
+    host.chars().any(tracer_cli::text::hides_text)
 }
 
-/// Append `host` to `out` with every control character replaced by `?`.
+fn sanitized(c: char) -> char {
+    if tracer_cli::text::hides_text(c) {
+        '?'
+    } else {
+        c
+    }
+}
+
+/// Append `host` to `out` with every control or bidirectional formatting
+/// character replaced by `?`.
 pub fn push_sanitized(out: &mut String, host: &str) {
-    out.extend(host.chars().map(|c| if c.is_control() { '?' } else { c }));
+    out.extend(host.chars().map(sanitized));
 }
 
 /// True when `stored` is `raw` sanitized (compared without allocating).
 fn same_sanitized(stored: &str, raw: &str) -> bool {
-    stored
-        .chars()
-        .eq(raw.chars().map(|c| if c.is_control() { '?' } else { c }))
+    stored.chars().eq(raw.chars().map(sanitized))
 }
 
 /// Counters of several agents added up (the agents not listed in a stats
@@ -475,6 +483,11 @@ mod tests {
         push_sanitized(&mut out, "a\u{1b}[31mb\nc\u{85}é");
         assert_eq!(out, "a?[31mb?c?é");
         assert!(has_control("x\ty"));
+        // A right-to-left override would show "evil\u{202e}gnp" reversed.
+        assert!(has_control("evil\u{202e}gnp"));
+        let mut out = String::new();
+        push_sanitized(&mut out, "a\u{2066}b\u{200f}");
+        assert_eq!(out, "a?b?");
         assert!(!has_control("é-host.example"));
         assert!(same_sanitized("a?b", "a\u{7f}b"));
         assert!(!same_sanitized("a?b", "a?bc"));
