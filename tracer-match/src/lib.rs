@@ -11,6 +11,7 @@
 //! events of about three matching windows ([`matcher`]), so memory does
 //! not grow with the trace.
 
+pub mod crafted;
 pub mod error;
 pub mod fasthash;
 pub mod flow;
