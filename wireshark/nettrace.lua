@@ -537,6 +537,8 @@ local F = {
         "Receptions of the send's last byte (within the peer window)"),
     peer_ambiguous = ProtoField.string("nettrace.peer_ambiguous",
         "Ambiguous send: receptions of its last byte do not match its recorded sends one for one"),
+    peer_unexamined = ProtoField.uint32("nettrace.peer_unexamined",
+        "Last bytes of sends in this reception left unexamined (the frame's work limit; counted up to 256)"),
 }
 local field_list = {}
 for _, f in pairs(F) do
@@ -596,6 +598,12 @@ local E = {
     -- intact, TCP just sent a copy untagged or lost one.
     peer_ambiguous = ProtoExpert.new("nettrace.peer_ambiguous.expert",
         "Ambiguous send: not linked (receptions of its last byte do not match its sends one for one)",
+        expert.group.SEQUENCE, expert.severity.NOTE),
+    -- A reception holding the last bytes of more sends than one frame may
+    -- look at (a crafted trace, or a pathological one): those left are not
+    -- listed here, and their own frames still show their links.
+    peer_unexamined = ProtoExpert.new("nettrace.peer_unexamined.expert",
+        "More sends hold bytes of this reception than one frame examines: the rest are not listed",
         expert.group.SEQUENCE, expert.severity.NOTE),
     unknown_kind = ProtoExpert.new("nettrace.unknown_kind", "Unknown event kind (skipped by length)",
         expert.group.UNDECODED, expert.severity.NOTE),
@@ -759,21 +767,80 @@ local RX_LAT_FIELDS = {
 }
 local RX_PROTO_TCP = 6
 -- Skbs of one flow still waiting for a socket stage: bounded, so that a
--- stage never recorded (a filtered or lost event) costs no more than this.
+-- stage never recorded (a filtered or lost event) costs no more than this;
+-- past it the one that ends first (the oldest, in order) is given up.
 local RX_MAX_PENDING = 4096
 local SEQ_SPACE, SEQ_HALF = 4294967296, 2147483648
 
 local rx_by_range = {} -- "agent|flow|seq|end_seq" -> latest skb of that range
-local rx_pending = {} -- "agent|flow" -> { stage -> list of skbs lacking it }
+-- "agent|flow" -> { stage -> heap of the skbs lacking it, by end_seq
+-- unwrapped (then frame); ref_s, ref_x: the flow's unwrapping }. A heap
+-- keeps every event's cost logarithmic however the ranges come (a
+-- crafted trace can send them in any order).
+local rx_pending = {}
 local rx_memo = {} -- frame -> index -> link or false (see rx_event_link)
 
 local function reset_rx_state()
     rx_by_range, rx_pending, rx_memo = {}, {}, {}
 end
 
--- Whether sequence `e` is at or after `s` (RFC 1982 arithmetic on u32).
-local function seq_reaches(e, s)
-    return (e - s) % SEQ_SPACE < SEQ_HALF
+-- A binary min-heap of skbs ordered by (x = unwrapped end_seq, first).
+local function skb_before(a, b)
+    return a.x < b.x or (a.x == b.x and a.first < b.first)
+end
+
+local function heap_push(h, v)
+    local i = #h + 1
+    h[i] = v
+    while i > 1 do
+        local up = math.floor(i / 2)
+        if not skb_before(h[i], h[up]) then
+            break
+        end
+        h[i], h[up] = h[up], h[i]
+        i = up
+    end
+end
+
+local function heap_pop(h)
+    local top, n = h[1], #h
+    -- Two statements: with n == 1 a multiple assignment to h[1] and h[n]
+    -- would leave the order of its stores to Lua.
+    h[1] = h[n]
+    h[n] = nil
+    n = n - 1
+    local i = 1
+    while true do
+        local l, small = 2 * i, i
+        if l <= n and skb_before(h[l], h[small]) then
+            small = l
+        end
+        if l + 1 <= n and skb_before(h[l + 1], h[small]) then
+            small = l + 1
+        end
+        if small == i then
+            return top
+        end
+        h[i], h[small] = h[small], h[i]
+        i = small
+    end
+end
+
+local function by_first(a, b) return a.first < b.first end
+
+-- Sequence `s` of the flow whose pending state is `p` unwrapped: the
+-- nearest (within 2^31) to the previous one, as peer_unwrap does.
+local function rx_unwrap(p, s)
+    if p.ref_s == nil then
+        p.ref_s, p.ref_x = s, SEQ_SPACE
+        return SEQ_SPACE
+    end
+    local d = (s - p.ref_s) % SEQ_SPACE
+    if d >= SEQ_HALF then
+        d = d - SEQ_SPACE
+    end
+    p.ref_s, p.ref_x = s, p.ref_x + d
+    return p.ref_x
 end
 
 local function rx_new_skb(flow, seq, end_seq, stage, ns, frame)
@@ -788,32 +855,34 @@ local function rx_new_skb(flow, seq, end_seq, stage, ns, frame)
             end
             rx_pending[flow] = pending
         end
+        skb.x = rx_unwrap(pending, end_seq)
         for _, s in ipairs(RX_SOCKET_STAGES) do
-            local list = pending[s]
-            list[#list + 1] = skb
-            if #list > RX_MAX_PENDING then
-                table.remove(list, 1)
+            local heap = pending[s]
+            heap_push(heap, skb)
+            if #heap > RX_MAX_PENDING then
+                heap_pop(heap)
             end
         end
     end
     return skb
 end
 
--- The skbs whose `stage` this event is (oldest first), taken off the list.
+-- The skbs whose `stage` this event is (oldest first), taken off the
+-- heap: those whose end_seq the event's end_seq reaches.
 local function rx_take_reached(flow, stage, end_seq)
     local pending = rx_pending[flow]
     if pending == nil then
         return {}
     end
-    local list, keep, reached = pending[stage], {}, {}
-    for _, skb in ipairs(list) do
-        if skb.at[stage] == nil and seq_reaches(end_seq, skb.end_seq) then
+    local heap, reached = pending[stage], {}
+    local x = rx_unwrap(pending, end_seq)
+    while heap[1] ~= nil and heap[1].x <= x do
+        local skb = heap_pop(heap)
+        if skb.at[stage] == nil then
             reached[#reached + 1] = skb
-        else
-            keep[#keep + 1] = skb
         end
     end
-    pending[stage] = keep
+    table.sort(reached, by_first)
     return reached
 end
 
@@ -980,6 +1049,24 @@ local PEER_MAX_SPAN = 4 * 1024 * 1024
 -- Sends listed on one RX frame (all are counted in peer_count), and
 -- ambiguous sends shown there.
 local PEER_MAX_SHOWN = 64
+-- The bounds that keep a crafted or pathological trace linear (every
+-- frame costs at most a constant): index entries looked at to gather the
+-- copies of one byte (sends ending within the flow's longest send after
+-- it, receptions starting within its longest reception before it); a byte
+-- with more is ambiguous, "too_many_copies", for good (the index only
+-- grows). nettrace-match applies the same bound (MAX_COPY_SCAN). No real
+-- trace comes near it: a 64 KB GRO skb over 1448-byte sends looks at ~90.
+local PEER_MAX_EXAMINED = 512
+-- Sends (or crowded bytes) an RX frame examines for its list: those past
+-- it are counted (nettrace.peer_unexamined) and their own frames show
+-- their links.
+local PEER_RX_MAX_SENDS = 256
+-- Index entries one frame may look at in all its gatherings (on the first
+-- pass every new item makes the copies of the bytes it holds stale); past
+-- it, the rest of an RX frame's list is left unexamined as above. A
+-- frame's own send always fits (at most 2 x PEER_MAX_EXAMINED).
+local PEER_FRAME_BUDGET = 4096
+local peer_budget = PEER_FRAME_BUDGET
 local V4_MAPPED = string.rep("\0", 10) .. "\255\255"
 
 -- flow key -> { tx_keys, tx, tx_maxlen, rx, rx_maxlen, ref_s, ref_x }
@@ -994,6 +1081,113 @@ local peer_gen = 0
 
 local function reset_peer_state()
     peer_flows, peer_memo, peer_skbs, peer_base, peer_gen = {}, {}, {}, nil, 0
+end
+
+-- Inserts `v` into `list`, kept sorted by less(a, b), after its equals.
+-- In-order items (the common case) are appended; a late one costs the
+-- number of items it moves past.
+local function sorted_insert(list, v, less)
+    local i = #list + 1
+    while i > 1 and less(v, list[i - 1]) do
+        list[i] = list[i - 1]
+        i = i - 1
+    end
+    list[i] = v
+end
+
+-- First index of sorted `list` whose key(item) >= x (or > x when
+-- `strict`); #list + 1 when there is none.
+local function bound(list, x, key, strict)
+    local lo, hi = 1, #list + 1
+    while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local k = key(list[mid])
+        if k < x or (strict and k == x) then
+            lo = mid + 1
+        else
+            hi = mid
+        end
+    end
+    return lo
+end
+
+-- A sorted sequence kept in blocks, each a sorted array of at most
+-- 2 x SL_BLOCK items, every item of a block sorting before the next
+-- block's: an insert anywhere costs a binary search and at most 2 x
+-- SL_BLOCK moves (plus, once per SL_BLOCK inserts into one block, moving
+-- the list of blocks), so items arriving in any order (a crafted trace)
+-- cost about what in-order ones do. A position is (block, index).
+local SL_BLOCK = 64
+
+local function sl_new()
+    return { {} }
+end
+
+local function sl_insert(q, v, less)
+    -- The last block whose first item is not after v (only block 1 can
+    -- be empty, and only while the sequence is).
+    local lo, hi = 1, #q
+    while lo < hi do
+        local mid = math.floor((lo + hi + 1) / 2)
+        if less(v, q[mid][1]) then
+            hi = mid - 1
+        else
+            lo = mid
+        end
+    end
+    local blk = q[lo]
+    sorted_insert(blk, v, less)
+    if #blk > 2 * SL_BLOCK then
+        local rest, n = {}, #blk
+        for i = SL_BLOCK + 1, n do
+            rest[#rest + 1], blk[i] = blk[i], nil
+        end
+        table.insert(q, lo + 1, rest)
+    end
+end
+
+-- The first position whose key(item) >= x (> x when `strict`); past the
+-- end when there is none.
+local function sl_seek(q, x, key, strict)
+    local lo, hi = 1, #q + 1
+    while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local b = q[mid]
+        local last = b[#b]
+        local k = last ~= nil and key(last) or nil
+        if k == nil or k < x or (strict and k == x) then
+            lo = mid + 1
+        else
+            hi = mid
+        end
+    end
+    if lo > #q then
+        return #q + 1, 1
+    end
+    return lo, bound(q[lo], x, key, strict)
+end
+
+-- The item at a position, nil past either end.
+local function sl_at(q, k, i)
+    local b = q[k]
+    return b and b[i]
+end
+
+local function sl_next(q, k, i)
+    if i < #q[k] then
+        return k, i + 1
+    end
+    return k + 1, 1
+end
+
+local function sl_prev(q, k, i)
+    if i > 1 then
+        return k, i - 1
+    end
+    if k <= 1 then
+        return 0, 0
+    end
+    return k - 1, #q[k - 1]
 end
 
 -- The connection key of an event whose reader `b` has family, saddr,
@@ -1016,7 +1210,7 @@ end
 local function peer_flow(key)
     local f = peer_flows[key]
     if f == nil then
-        f = { tx_keys = {}, tx = {}, tx_maxlen = 1, rx = {}, rx_maxlen = 0 }
+        f = { tx_keys = sl_new(), tx = {}, tx_maxlen = 1, rx = sl_new(), rx_maxlen = 0 }
         peer_flows[key] = f
     end
     return f
@@ -1052,34 +1246,6 @@ end
 local function peer_next()
     peer_gen = peer_gen + 1
     return peer_gen
-end
-
--- Inserts `v` into `list`, kept sorted by less(a, b), after its equals.
--- In-order items (the common case) are appended; a late one costs the
--- number of items it moves past.
-local function sorted_insert(list, v, less)
-    local i = #list + 1
-    while i > 1 and less(v, list[i - 1]) do
-        list[i] = list[i - 1]
-        i = i - 1
-    end
-    list[i] = v
-end
-
--- First index of sorted `list` whose key(item) >= x (or > x when
--- `strict`); #list + 1 when there is none.
-local function bound(list, x, key, strict)
-    local lo, hi = 1, #list + 1
-    while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        local k = key(list[mid])
-        if k < x or (strict and k == x) then
-            lo = mid + 1
-        else
-            hi = mid
-        end
-    end
-    return lo
 end
 
 local function number_key(v) return v end
@@ -1119,7 +1285,7 @@ local function peer_add_tx(f, skb, sw, s, len, tskey, ns, frame)
     if at == nil then
         at = {}
         f.tx[b] = at
-        sorted_insert(f.tx_keys, b, by_number)
+        sl_insert(f.tx_keys, b, by_number)
     end
     at[#at + 1] = send
     if len > f.tx_maxlen then
@@ -1136,7 +1302,7 @@ local function peer_add_rx(f, seq, end_seq, ns, frame)
     end
     local s = peer_unwrap(f, seq)
     local r = { s = s, e = s + len, ns = ns, t = peer_time(ns), frame = frame, order = peer_next() }
-    sorted_insert(f.rx, r, by_start)
+    sl_insert(f.rx, r, by_start)
     if len > f.rx_maxlen then
         f.rx_maxlen = len
     end
@@ -1148,45 +1314,77 @@ local function peer_counts(send)
     return send.sw or send.skb.nsw == 0
 end
 
--- The sends of flow `f` that count and hold byte x, by time.
+-- The sends of flow `f` that count and hold byte x, by time; nil when
+-- gathering them would look at more than PEER_MAX_EXAMINED entries.
 local function peer_sends_holding(f, x)
-    local out, keys = {}, f.tx_keys
-    local i = bound(keys, x, number_key)
+    local out, keys, examined = {}, f.tx_keys, 0
+    local k, i = sl_seek(keys, x, number_key)
     -- A send holding x ends at most its length past it.
-    while i <= #keys and keys[i] < x + f.tx_maxlen do
-        for _, s in ipairs(f.tx[keys[i]]) do
+    while true do
+        local b = sl_at(keys, k, i)
+        if b == nil or b >= x + f.tx_maxlen then
+            break
+        end
+        local at = f.tx[b]
+        examined = examined + #at
+        peer_budget = peer_budget - #at
+        if examined > PEER_MAX_EXAMINED then
+            return nil
+        end
+        for _, s in ipairs(at) do
             if s.s <= x and peer_counts(s) then
                 out[#out + 1] = s
             end
         end
-        i = i + 1
+        k, i = sl_next(keys, k, i)
     end
     table.sort(out, by_time)
     return out
 end
 
--- The receptions of flow `f` holding byte x, by time.
+-- The receptions of flow `f` holding byte x, by time; nil past
+-- PEER_MAX_EXAMINED entries, as above.
 local function peer_receptions_holding(f, x)
-    local out, rx = {}, f.rx
-    local j = bound(rx, x, start_key, true) - 1 -- last one starting at or before x
-    while j >= 1 and rx[j].s + f.rx_maxlen > x do
-        local r = rx[j]
+    local out, rx, examined = {}, f.rx, 0
+    -- From the last one starting at or before x, back.
+    local k, j = sl_prev(rx, sl_seek(rx, x, start_key, true))
+    while true do
+        local r = sl_at(rx, k, j)
+        if r == nil or r.s + f.rx_maxlen <= x then
+            break
+        end
+        examined = examined + 1
+        peer_budget = peer_budget - 1
+        if examined > PEER_MAX_EXAMINED then
+            return nil
+        end
         if r.e > x then
             out[#out + 1] = r
         end
-        j = j - 1
+        k, j = sl_prev(rx, k, j)
     end
     table.sort(out, by_time)
     return out
 end
 
 -- The copies of byte x, the last byte of the sends in `bucket` (f.tx[x]):
--- { sends, recvs }, each by time. Cached on the bucket until the index
--- grows, so the sends of one byte share one scan.
+-- { sends, recvs }, each by time, or { overflow = true } past the bound;
+-- nil when this frame's budget is spent. Cached on the bucket until the
+-- index grows (an overflow for good), so the sends of one byte share one
+-- scan.
 local function peer_copies(f, x, bucket)
     local c = bucket.copies
-    if c == nil or c.gen ~= peer_gen then
-        c = { gen = peer_gen, sends = peer_sends_holding(f, x), recvs = peer_receptions_holding(f, x) }
+    if c == nil or (c.gen ~= peer_gen and not c.overflow) then
+        if peer_budget <= 0 then
+            return nil
+        end
+        local sends = peer_sends_holding(f, x)
+        local recvs = sends and peer_receptions_holding(f, x)
+        if recvs == nil then
+            c = { overflow = true }
+        else
+            c = { gen = peer_gen, sends = sends, recvs = recvs }
+        end
         bucket.copies = c
     end
     return c
@@ -1208,7 +1406,9 @@ end
 
 -- The pairing of `send` (of flow `f`): false when it does not count or
 -- nothing received its last byte within the window, else { nsends, nrecv,
--- rx = its reception, or why = "unrecorded_send" / "lost_copy" }.
+-- rx = its reception, or why = "unrecorded_send" / "lost_copy" }, or
+-- { why = "too_many_copies" } past the gathering bound; nil when this
+-- frame's budget is spent.
 local function peer_pair(f, send)
     local w = peer_window_ns()
     if send.gen == peer_gen and send.w == w then
@@ -1217,6 +1417,12 @@ local function peer_pair(f, send)
     local pair = false
     if peer_counts(send) then
         local c = peer_copies(f, send.b, f.tx[send.b])
+        if c == nil then
+            return nil
+        elseif c.overflow then
+            send.gen, send.w, send.pair = peer_gen, w, { why = "too_many_copies" }
+            return send.pair
+        end
         local lo, hi = send.t - w, send.t + w
         -- Those within [lo, hi]: a slice of each list.
         local r1 = bound(c.recvs, lo, time_key)
@@ -1242,25 +1448,57 @@ end
 
 -- The sends paired with reception `r`, and the ambiguous sends whose last
 -- byte it holds (within the window), each in sequence order:
--- { send, pair }.
+-- { send, pair }; and how many distinct last bytes of sends it holds were
+-- left unexamined (past PEER_RX_MAX_SENDS sends).
 local function peer_of_rx(f, r)
     local linked, ambiguous = {}, {}
     local keys, w = f.tx_keys, peer_window_ns()
-    local i = bound(keys, r.s, number_key)
-    while i <= #keys and keys[i] < r.e do
-        for _, s in ipairs(f.tx[keys[i]]) do
-            if math.abs(s.t - r.t) <= w then
-                local p = peer_pair(f, s)
-                if p and p.rx == r then
-                    linked[#linked + 1] = { send = s, pair = p }
-                elseif p and p.why then
-                    ambiguous[#ambiguous + 1] = { send = s, pair = p }
+    -- From the first last byte of a send that r holds.
+    local k, i = sl_seek(keys, r.s, number_key)
+    local examined = 0
+    while true do
+        local b = sl_at(keys, k, i)
+        if b == nil or b >= r.e then
+            return linked, ambiguous, 0
+        end
+        local at = f.tx[b]
+        local c = peer_copies(f, b, at)
+        if c ~= nil and c.overflow then
+            -- A crowded byte is one entry, whatever its number of sends.
+            if examined + 1 > PEER_RX_MAX_SENDS then
+                break
+            end
+            examined = examined + 1
+            ambiguous[#ambiguous + 1] = { send = at[1], pair = { why = "too_many_copies" } }
+        else
+            if c == nil or examined + #at > PEER_RX_MAX_SENDS then
+                break
+            end
+            examined = examined + #at
+            for _, s in ipairs(at) do
+                if math.abs(s.t - r.t) <= w then
+                    local p = peer_pair(f, s)
+                    if p and p.rx == r then
+                        linked[#linked + 1] = { send = s, pair = p }
+                    elseif p and p.why then
+                        ambiguous[#ambiguous + 1] = { send = s, pair = p }
+                    end
                 end
             end
         end
-        i = i + 1
+        k, i = sl_next(keys, k, i)
     end
-    return linked, ambiguous
+    -- Left unexamined: the last bytes from here, counted up to a bound.
+    local left = 0
+    while left < PEER_RX_MAX_SENDS do
+        local b = sl_at(keys, k, i)
+        if b == nil or b >= r.e then
+            break
+        end
+        left = left + 1
+        k, i = sl_next(keys, k, i)
+    end
+    return linked, ambiguous, left
 end
 
 -- The index entry of event `index` of this frame: made on the first pass
@@ -1286,7 +1524,11 @@ local function add_violation(item, range, oneway, what)
 end
 
 -- How many sends and receptions of a byte, for an expert message.
-local function peer_copies(p)
+local function peer_copies_text(p)
+    if p.why == "too_many_copies" then
+        return string.format("more than %d recorded sends and receptions overlap its last byte",
+            PEER_MAX_EXAMINED)
+    end
     return string.format("%d recorded send%s and %d reception%s of its last byte within ±%d ms",
         p.nsends, p.nsends == 1 and "" or "s", p.nrecv, p.nrecv == 1 and "" or "s",
         proto.prefs.peer_window_ms)
@@ -1311,6 +1553,7 @@ local function peer_show_tx(tree, range, pinfo, ctx, b, stage, ns, flags)
     if not proto.prefs.peer_links or (stage ~= STAGE.SND_SW and stage ~= STAGE.SND_HW) then
         return ""
     end
+    peer_budget = PEER_FRAME_BUDGET
     local entry = peer_entry(pinfo, ctx.index, function()
         local key = peer_flow_key(b)
         if key == nil then
@@ -1333,9 +1576,11 @@ local function peer_show_tx(tree, range, pinfo, ctx, b, stage, ns, flags)
         local item = tree:add(F.peer_ambiguous, range, p.why)
         item:set_generated()
         item:add_proto_expert_info(E.peer_ambiguous, string.format(
-            "Ambiguous send (%s): %s, so which is whose cannot be told: not linked", p.why, peer_copies(p)))
-        tree:add(F.peer_sends, range, p.nsends):set_generated()
-        tree:add(F.peer_receptions, range, p.nrecv):set_generated()
+            "Ambiguous send (%s): %s, so which is whose cannot be told: not linked", p.why, peer_copies_text(p)))
+        if p.nsends ~= nil then
+            tree:add(F.peer_sends, range, p.nsends):set_generated()
+            tree:add(F.peer_receptions, range, p.nrecv):set_generated()
+        end
         return " [ambiguous: " .. p.why .. "]"
     end
     local r = p.rx
@@ -1370,7 +1615,7 @@ local function peer_show_ambiguous(tree, range, ambiguous)
             item:append_text(string.format(" (send in frame %d, tskey %d)", a.send.frame, a.send.tskey))
             item:add_proto_expert_info(E.peer_ambiguous, string.format(
                 "Holds the last byte of an ambiguous send (frame %d, %s): %s: not linked",
-                a.send.frame, why, peer_copies(a.pair)))
+                a.send.frame, why, peer_copies_text(a.pair)))
         end
         if not seen_reason[why] then
             seen_reason[why] = true
@@ -1386,6 +1631,7 @@ local function peer_show_rx(tree, range, pinfo, index, b, seq, end_seq, ns)
     if not proto.prefs.peer_links then
         return ""
     end
+    peer_budget = PEER_FRAME_BUDGET
     local entry = peer_entry(pinfo, index, function()
         local key = peer_flow_key(b)
         if key == nil then
@@ -1398,7 +1644,7 @@ local function peer_show_rx(tree, range, pinfo, index, b, seq, end_seq, ns)
     if entry == nil then
         return ""
     end
-    local peers, ambiguous = peer_of_rx(entry.flow, entry.rx)
+    local peers, ambiguous, unexamined = peer_of_rx(entry.flow, entry.rx)
     local suffix = ""
     if #peers > 0 then
         local sub = tree:add(F.peer_count, range, #peers)
@@ -1444,6 +1690,14 @@ local function peer_show_rx(tree, range, pinfo, index, b, seq, end_seq, ns)
     end
     if #ambiguous > 0 then
         suffix = suffix .. peer_show_ambiguous(tree, range, ambiguous)
+    end
+    if unexamined > 0 then
+        local item = tree:add(F.peer_unexamined, range, unexamined)
+        item:set_generated()
+        item:add_proto_expert_info(E.peer_unexamined, string.format(
+            "Sends ending at %s%d more of its bytes are not examined here (at most %d sends per frame): their own frames show their links",
+            unexamined >= PEER_RX_MAX_SENDS and "at least " or "", unexamined, PEER_RX_MAX_SENDS))
+        suffix = suffix .. string.format(" [%d more not examined]", unexamined)
     end
     return suffix
 end
