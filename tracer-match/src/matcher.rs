@@ -38,7 +38,7 @@ use crate::flow::{FlowKey, SeqUnwrap};
 use crate::input::{Ev, HostId, Input};
 use crate::lifetime::{Life, Stage, STAGES};
 use crate::pairs::PairWriter;
-use crate::receiver::{Hit, RxFlow, RxSkb, MAX_SKB_SPAN};
+use crate::receiver::{scan_holding, Hit, RxFlow, RxSkb, MAX_SKB_SPAN};
 use crate::stats::{Ambiguity, Direction, HostStats, Reason, TopN};
 use tracer_codec::sample;
 
@@ -128,10 +128,16 @@ struct FlowState {
     unwrap: SeqUnwrap,
     hash: u64,
     rx: Vec<RxFlow>,
-    /// TCP RETRANSMIT ranges: (time, sender host, start, end).
-    retx: VecDeque<(u64, HostId, i64, i64)>,
+    /// TCP RETRANSMIT ranges by (end, number): (time, sender host, start).
+    retx: BTreeMap<(i64, u64), (u64, HostId, i64)>,
+    /// The next RETRANSMIT's number.
+    retx_next: u64,
+    /// The longest RETRANSMIT range seen (at most [`MAX_SKB_SPAN`]).
+    retx_max_len: i64,
     /// Recorded transmissions by (end, id): which ones held a byte.
     sends: BTreeMap<(i64, u64), Sent>,
+    /// The longest transmission seen (at most [`MAX_SKB_SPAN`]).
+    sends_max_len: i64,
     /// End of the highest byte transmitted so far (exclusive).
     tx_high: Option<i64>,
     last_ns: u64,
@@ -143,8 +149,11 @@ impl FlowState {
             unwrap: SeqUnwrap::new(),
             hash: sample::flow_hash(&f.src, &f.dst, f.sport, f.dport),
             rx: Vec::new(),
-            retx: VecDeque::new(),
+            retx: BTreeMap::new(),
+            retx_next: 0,
+            retx_max_len: 1,
             sends: BTreeMap::new(),
+            sends_max_len: 1,
             tx_high: None,
             last_ns: 0,
         }
@@ -332,10 +341,13 @@ impl Matcher {
             }
         };
         let b = end - 1;
+        // A byte crowded by RETRANSMITs was surely sent before.
         let resent = fs.tx_high.is_some_and(|h| b < h)
-            || fs.retx.iter().any(|&(t, h, s, end)| {
-                h == key.0 && s <= b && b < end && t <= ts && ts - t <= window
+            || scan_holding(&fs.retx, b, fs.retx_max_len, |r| r.2).map_or(true, |held| {
+                held.iter()
+                    .any(|&(_, &(t, h, _))| h == key.0 && t <= ts && ts - t <= window)
             });
+        fs.sends_max_len = fs.sends_max_len.max((end - start).min(MAX_SKB_SPAN));
         fs.tx_high = Some(fs.tx_high.map_or(end, |h| h.max(end)));
         let id = self.front_id + self.pending.len() as u64;
         fs.sends.insert(
@@ -449,8 +461,10 @@ impl Matcher {
             .or_insert_with(|| FlowState::new(&flow));
         fs.last_ns = fs.last_ns.max(ts);
         let s = fs.unwrap.ext(e.seq);
-        fs.retx
-            .push_back((ts, host, s, s + i64::from(e.end_seq.wrapping_sub(e.seq))));
+        let len = i64::from(e.end_seq.wrapping_sub(e.seq));
+        fs.retx.insert((s + len, fs.retx_next), (ts, host, s));
+        fs.retx_next += 1;
+        fs.retx_max_len = fs.retx_max_len.max(len.min(MAX_SKB_SPAN));
     }
 
     /// Decide the transmissions whose window has passed (all, at the end).
@@ -500,14 +514,24 @@ impl Matcher {
         let mut sends: Vec<(u64, u64)> = Vec::new();
         let mut rxs: Vec<RxSkb> = Vec::new();
         if let (Some(fs), Some(i)) = (fs, rx_i) {
-            sends = fs
-                .sends
-                .range((a.b + 1, 0)..(a.b + 1 + MAX_SKB_SPAN, 0))
-                .filter(|(_, s)| s.host == sender && s.start <= a.b && (lo..=hi).contains(&s.t))
-                .map(|(&(_, id), s)| (s.t, id))
+            let copies = scan_holding(&fs.sends, a.b, fs.sends_max_len, |s| s.start)
+                .and_then(|held| Ok((held, fs.rx[i].holding(a.b, lo, hi)?)));
+            let Ok((held, received)) = copies else {
+                // Too many entries where its copies could be to tell
+                // them apart at a bounded cost (a crafted trace): the
+                // dissector's rule too.
+                if let Some(dir) = self.dirs.get_mut(&(sender, Some(receiver))) {
+                    dir.ambiguous.add(Ambiguity::TooManyCopies);
+                }
+                return;
+            };
+            sends = held
+                .into_iter()
+                .filter(|(_, s)| s.host == sender && (lo..=hi).contains(&s.t))
+                .map(|(id, s)| (s.t, id))
                 .collect();
             sends.sort_unstable();
-            rxs = fs.rx[i].holding(a.b, lo, hi).copied().collect();
+            rxs = received;
             rxs.sort_unstable_by_key(|s| (s.arrival(), s.id));
         }
         let rank = sends.iter().position(|&(_, id)| id == a.id);
@@ -542,9 +566,9 @@ impl Matcher {
             let reason = self.unmatched_reason(&a, receiver);
             let retransmitted = sends.iter().any(|&(t, _)| t > a.t)
                 || fs.is_some_and(|fs| {
-                    fs.retx
-                        .iter()
-                        .any(|&(t, h, st, end)| h == sender && t > a.t && st <= a.b && a.b < end)
+                    scan_holding(&fs.retx, a.b, fs.retx_max_len, |r| r.2).map_or(true, |held| {
+                        held.iter().any(|&(_, &(t, h, _))| h == sender && t > a.t)
+                    })
                 });
             let Some(dir) = self.dirs.get_mut(&(sender, Some(receiver))) else {
                 return;
@@ -656,9 +680,7 @@ impl Matcher {
                 r.evict(before);
                 held += r.len();
             }
-            while fs.retx.front().is_some_and(|r| r.0 < before) {
-                fs.retx.pop_front();
-            }
+            fs.retx.retain(|_, r| r.0 >= before);
             fs.sends.retain(|_, s| s.t >= before);
             held += fs.sends.len();
             fs.rx.retain(|r| !r.is_empty());

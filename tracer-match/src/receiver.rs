@@ -16,6 +16,40 @@ use crate::input::HostId;
 /// far past a byte the search for the skb holding it looks.
 pub const MAX_SKB_SPAN: i64 = 4 << 20;
 
+/// Index entries gathering the items holding one byte may look at (the
+/// dissector's PEER_MAX_EXAMINED): past it the byte is [`Crowded`]. It
+/// keeps a crafted trace (thousands of copies of one byte, nested ranges)
+/// linear; no real trace comes near it (a 64 KB GRO skb over 1448-byte
+/// sends looks at about 90).
+pub const MAX_COPY_SCAN: usize = 512;
+
+/// More than [`MAX_COPY_SCAN`] entries lie where the items holding a byte
+/// could be: which is whose is not worked out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crowded;
+
+/// The entries of `map` (keyed by (end, id), ranges of at most `max_len`
+/// bytes) whose range holds byte `b`, by `start(value)`; [`Crowded`] when
+/// more than [`MAX_COPY_SCAN`] entries end where one holding `b` could.
+pub fn scan_holding<V>(
+    map: &BTreeMap<(i64, u64), V>,
+    b: i64,
+    max_len: i64,
+    start: impl Fn(&V) -> i64,
+) -> Result<Vec<(u64, &V)>, Crowded> {
+    let mut out = Vec::new();
+    // One holding b ends in (b, b + max_len].
+    for (n, (&(_, id), v)) in map.range((b + 1, 0)..(b + 1 + max_len, 0)).enumerate() {
+        if n == MAX_COPY_SCAN {
+            return Err(Crowded);
+        }
+        if start(v) <= b {
+            out.push((id, v));
+        }
+    }
+    Ok(out)
+}
+
 /// One received skb (a GRO skb may carry many TX skbs).
 #[derive(Debug, Clone, Copy)]
 pub struct RxSkb {
@@ -77,6 +111,8 @@ pub struct RxFlow {
     /// The receiving host.
     pub host: HostId,
     skbs: BTreeMap<(i64, u64), RxSkb>,
+    /// The longest skb held so far (at most [`MAX_SKB_SPAN`]).
+    max_len: i64,
     by_time: VecDeque<(u64, i64, u64)>,
     data_ready: VecDeque<SeqAt>,
     read_done: VecDeque<SeqAt>,
@@ -101,6 +137,7 @@ impl RxFlow {
         RxFlow {
             host,
             skbs: BTreeMap::new(),
+            max_len: 1,
             by_time: VecDeque::new(),
             data_ready: VecDeque::new(),
             read_done: VecDeque::new(),
@@ -133,6 +170,7 @@ impl RxFlow {
             .skbs
             .range_mut((h.end, 0)..=(h.end, u64::MAX))
             .rev()
+            .take(MAX_COPY_SCAN)
             .find(|(_, s)| s.start == h.start && s.tcp_ns == 0);
         if let Some((_, s)) = joined {
             s.tcp_ns = h.ts;
@@ -145,6 +183,7 @@ impl RxFlow {
     }
 
     fn insert(&mut self, h: Hit, stack: bool) {
+        self.max_len = self.max_len.max((h.end - h.start).min(MAX_SKB_SPAN));
         self.skbs.insert(
             (h.end, h.id),
             RxSkb {
@@ -177,11 +216,12 @@ impl RxFlow {
     }
 
     /// The RX skbs holding byte `b`, arrived within `[lo_ns, hi_ns]`.
-    pub fn holding(&self, b: i64, lo_ns: u64, hi_ns: u64) -> impl Iterator<Item = &RxSkb> + '_ {
-        self.skbs
-            .range((b + 1, 0)..(b + 1 + MAX_SKB_SPAN, 0))
-            .map(|(_, s)| s)
-            .filter(move |s| s.start <= b && (lo_ns..=hi_ns).contains(&s.arrival()))
+    pub fn holding(&self, b: i64, lo_ns: u64, hi_ns: u64) -> Result<Vec<RxSkb>, Crowded> {
+        Ok(scan_holding(&self.skbs, b, self.max_len, |s| s.start)?
+            .into_iter()
+            .map(|(_, s)| *s)
+            .filter(|s| (lo_ns..=hi_ns).contains(&s.arrival()))
+            .collect())
     }
 
     /// The socket-level stages of byte `b` as seen through RX skb `skb`:
@@ -208,8 +248,11 @@ impl RxFlow {
         let ready = first_past(&self.data_ready);
         let read = first_past(&self.read_done);
         if let Some(by) = ready.or(read).map(|(ts, _)| ts) {
-            let deliverer = self
-                .holding(b, 0, by)
+            let Ok(holding) = self.holding(b, 0, by) else {
+                return AppStages::default();
+            };
+            let deliverer = holding
+                .into_iter()
                 .max_by_key(|s| (s.tcp_ns != 0, s.arrival(), s.id));
             if deliverer.map(|d| d.id) != Some(skb.id) {
                 return AppStages::default();
@@ -280,13 +323,22 @@ mod tests {
         f.tcp_input(hit(3, 120, 1000, 5000));
         f.tcp_input(hit(4, 130, 9000, 9500)); // no STACK_ENTRY
         assert_eq!(f.len(), 3);
-        let hit: Vec<u64> = f.holding(4999, 0, 1000).map(|s| s.id).collect();
+        let hit: Vec<u64> = f
+            .holding(4999, 0, 1000)
+            .unwrap()
+            .iter()
+            .map(|s| s.id)
+            .collect();
         assert_eq!(hit, [1]);
-        assert_eq!(f.holding(4999, 0, 1000).next().unwrap().tcp_ns, 120);
-        assert_eq!(f.holding(5000, 0, 1000).next().unwrap().id, 2);
-        assert_eq!(f.holding(9100, 0, 1000).next().unwrap().arrival(), 130);
-        assert_eq!(f.holding(9500, 0, 1000).count(), 0);
-        assert_eq!(f.holding(4999, 105, 1000).count(), 0, "arrived too early");
+        assert_eq!(f.holding(4999, 0, 1000).unwrap()[0].tcp_ns, 120);
+        assert_eq!(f.holding(5000, 0, 1000).unwrap()[0].id, 2);
+        assert_eq!(f.holding(9100, 0, 1000).unwrap()[0].arrival(), 130);
+        assert_eq!(f.holding(9500, 0, 1000).unwrap().len(), 0);
+        assert_eq!(
+            f.holding(4999, 105, 1000).unwrap().len(),
+            0,
+            "arrived too early"
+        );
         f.evict(111);
         assert_eq!(f.len(), 1);
     }
@@ -305,7 +357,13 @@ mod tests {
         // A duplicate of the skb, arrived after its bytes were delivered.
         f.stack_entry(hit(2, 200, 0, 3000));
         let all = |_| true;
-        let skb = |id| *f.holding(2999, 0, 1000).find(|s| s.id == id).unwrap();
+        let skb = |id| {
+            f.holding(2999, 0, 1000)
+                .unwrap()
+                .into_iter()
+                .find(|s| s.id == id)
+                .unwrap()
+        };
         let a = f.app_stages(1999, &skb(1), all);
         assert_eq!(
             (a.data_ready, a.copy, a.read_done),
@@ -339,7 +397,13 @@ mod tests {
         f.tcp_input(hit(3, 301, 0, 1000));
         f.data_ready(302, 1000);
         f.read_done(310, 1000);
-        let skb = |id| *f.holding(999, 0, 1000).find(|s| s.id == id).unwrap();
+        let skb = |id| {
+            f.holding(999, 0, 1000)
+                .unwrap()
+                .into_iter()
+                .find(|s| s.id == id)
+                .unwrap()
+        };
         assert_eq!(f.app_stages(999, &skb(1), |_| true), AppStages::default());
         let got = f.app_stages(999, &skb(2), |_| true);
         assert_eq!((got.data_ready, got.read_done), (Some(302), Some(310)));

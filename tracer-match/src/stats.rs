@@ -42,6 +42,11 @@ pub enum Ambiguity {
     /// Fewer copies reached the stack than were recorded sent: one was
     /// lost before the receiver's stack, and which one is not known.
     LostCopy,
+    /// More than [`crate::receiver::MAX_COPY_SCAN`] transmissions or
+    /// receptions lie where the byte's copies could be (thousands of
+    /// copies of one byte, nested ranges: a crafted trace); not worked
+    /// out, so that no trace costs more than linear time.
+    TooManyCopies,
 }
 
 /// Transmissions counted as ambiguous, by reason.
@@ -51,6 +56,8 @@ pub struct Ambiguous {
     pub unrecorded_send: u64,
     /// See [`Ambiguity::LostCopy`].
     pub lost_copy: u64,
+    /// See [`Ambiguity::TooManyCopies`].
+    pub too_many_copies: u64,
 }
 
 impl Ambiguous {
@@ -59,12 +66,13 @@ impl Ambiguous {
         match why {
             Ambiguity::UnrecordedSend => self.unrecorded_send += 1,
             Ambiguity::LostCopy => self.lost_copy += 1,
+            Ambiguity::TooManyCopies => self.too_many_copies += 1,
         }
     }
 
     /// All of them.
     pub fn total(&self) -> u64 {
-        self.unrecorded_send + self.lost_copy
+        self.unrecorded_send + self.lost_copy + self.too_many_copies
     }
 }
 

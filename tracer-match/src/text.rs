@@ -93,11 +93,16 @@ fn direction(out: &mut String, d: &DirectionReport) {
     if a.total() > 0 {
         let _ = writeln!(
             out,
-            "  ambiguous       {:>9}   {}   (copies received ≠ sends recorded: unstamped send {} · copy lost {})",
+            "  ambiguous       {:>9}   {}   (copies received ≠ sends recorded: unstamped send {} · copy lost {}{})",
             a.total(),
             pct(a.total(), d.sent),
             a.unrecorded_send,
-            a.lost_copy
+            a.lost_copy,
+            if a.too_many_copies > 0 {
+                format!(" · too many copies {}", a.too_many_copies)
+            } else {
+                String::new()
+            }
         );
     }
     if let Some(o) = &d.one_way {
