@@ -1606,21 +1606,31 @@ end
 -- Ambiguous sends whose last byte reception frame holds: a field each
 -- (the first PEER_MAX_SHOWN) and the Info suffix.
 local function peer_show_ambiguous(tree, range, ambiguous)
-    local reasons, seen_reason = {}, {}
-    for i, a in ipairs(ambiguous) do
+    local reasons, seen_reason, shown, crowded = {}, {}, 0, nil
+    for _, a in ipairs(ambiguous) do
         local why = a.pair.why
-        if i <= PEER_MAX_SHOWN then
+        -- Crowded bytes (a crafted trace) are one item, with their count.
+        if why == "too_many_copies" and crowded ~= nil then
+            crowded.n = crowded.n + 1
+        elseif shown < PEER_MAX_SHOWN then
+            shown = shown + 1
             local item = tree:add(F.peer_ambiguous, range, why)
             item:set_generated()
             item:append_text(string.format(" (send in frame %d, tskey %d)", a.send.frame, a.send.tskey))
             item:add_proto_expert_info(E.peer_ambiguous, string.format(
                 "Holds the last byte of an ambiguous send (frame %d, %s): %s: not linked",
                 a.send.frame, why, peer_copies_text(a.pair)))
+            if why == "too_many_copies" then
+                crowded = { item = item, n = 0 }
+            end
         end
         if not seen_reason[why] then
             seen_reason[why] = true
             reasons[#reasons + 1] = why
         end
+    end
+    if crowded ~= nil and crowded.n > 0 then
+        crowded.item:append_text(string.format(" and the last bytes of %d more sends as crowded", crowded.n))
     end
     return " [ambiguous: " .. table.concat(reasons, ",") .. "]"
 end
