@@ -60,7 +60,7 @@ run_once() {
     local port=$((20000 + RANDOM % 20000))
     local out="$WORK/out.$port.$RANDOM"
     local extra=() keyed=()
-    [[ $comments == off ]] && extra+=(--no-comments)
+    [[ $comments == on ]] && extra+=(--comments)
     [[ $auth == on ]] && keyed+=(--key-file "$KEY")
     # Fresh log and stats files per run: with shared ones, the previous
     # run's "started" line could let the senders start before this sink

@@ -269,6 +269,8 @@ impl Sink {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--output")
             .arg(out)
+            // The golden file holds every part the sink can write.
+            .arg("--comments")
             .stdin(Stdio::null())
             .stdout(File::create(&log).unwrap())
             .stderr(File::create(log.with_extension("err")).unwrap())

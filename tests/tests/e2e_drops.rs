@@ -220,8 +220,8 @@ fn drops_with_reasons_in_the_traced_namespace_only() {
             udp_closed[0].reason.to_string()
         );
         assert!(r.one("nettrace.drop.location").contains("+0x"), "{r:?}");
-        // The frame's experts: the pcapng comment (PI_COMMENT) and the drop,
-        // a warning with its reason.
+        // The frame's experts: the drop, a warning with its reason (and,
+        // with --comments, the pcapng comment as PI_COMMENT).
         let sev = r.all("_ws.expert.severity");
         let msg = r.all("_ws.expert.message");
         let i = msg

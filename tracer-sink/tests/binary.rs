@@ -111,7 +111,7 @@ fn help_documents_every_flag() {
         "--reorder-window-ms",
         "--rcvbuf",
         "--file-prefix",
-        "--no-comments",
+        "--comments",
         "--agent-idle-timeout",
         "--stats-max-agents",
         "Examples:",

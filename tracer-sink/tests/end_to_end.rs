@@ -8,10 +8,11 @@ use std::collections::HashMap;
 
 use common::*;
 use tracer_codec::{CaptureRecord, Event, RawRecord, TxEvent};
+use tracer_sink::SinkConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_agents_round_trip() {
-    let sink = TestSink::start(|c| c).await;
+    let sink = TestSink::start(|c| SinkConfig { comments: true, ..c }).await;
     let tx = sender();
 
     let mut agents = [
