@@ -12,7 +12,11 @@ use tracer_sink::SinkConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_agents_round_trip() {
-    let sink = TestSink::start(|c| SinkConfig { comments: true, ..c }).await;
+    let sink = TestSink::start(|c| SinkConfig {
+        comments: true,
+        ..c
+    })
+    .await;
     let tx = sender();
 
     let mut agents = [
