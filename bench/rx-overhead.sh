@@ -41,6 +41,8 @@
 # datagrams), MODES ("none 1 100 ref clock"; "none" first, it pairs each round),
 # EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
 # EPS_SECS ($SECS); EPS_RATES="" skips (3), ROUNDS=0 skips (1) and (2).
+# PERF=1: profile the agent with perf (call graphs) during each step of (3)
+# and print its 25 hottest symbols per step: where its CPU per event goes.
 #
 # To serialise it with other runs through flock, use `flock -o LOCK bash
 # bench/rx-overhead.sh`: without -o the background children inherit the
@@ -53,6 +55,7 @@ ROUNDS=${ROUNDS:-7} SECS=${SECS:-10} RATE=${RATE:-2G} DROP_RATE=${DROP_RATE:-10M
 MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
 EPS_SECS=${EPS_SECS:-$SECS}
+PERF=${PERF:-}
 A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
@@ -278,8 +281,19 @@ if [[ -n $EPS_RATES ]]; then
     for rate in $EPS_RATES; do
         start_agent 1
         a0=$(proc_jiffies $AGENT); t0=$(date +%s.%N)
+        perf_pid=
+        if [[ -n $PERF ]]; then
+            perf record -q -g -p "$AGENT" -o "$WORK/perf-$rate.data" 2>/dev/null &
+            perf_pid=$!
+        fi
         client -t "$EPS_SECS" -b "$rate" -P "$EPS_STREAMS" -J > "$WORK/iperf.json"
         a1=$(proc_jiffies $AGENT); t1=$(date +%s.%N)
+        if [[ -n $perf_pid ]]; then
+            kill -INT "$perf_pid"; wait "$perf_pid" || true
+            echo "   agent profile at $rate (self time, perf):"
+            perf report -i "$WORK/perf-$rate.data" --no-children --sort dso,sym --stdio 2>/dev/null \
+                | grep -E '^ +[0-9]' | head -25 | sed 's/^/     /'
+        fi
         stop_agent
         read -r ev lost < <(agent_events)
         echo "$rate $(gbps "$WORK/iperf.json") $ev $(python3 -c "print(round($ev/($t1-$t0)))") $lost $(python3 -c "print(($a1-$a0)/$HZ)")" \
