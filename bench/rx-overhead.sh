@@ -290,9 +290,12 @@ if [[ -n $EPS_RATES ]]; then
         a1=$(proc_jiffies $AGENT); t1=$(date +%s.%N)
         if [[ -n $perf_pid ]]; then
             kill -INT "$perf_pid"; wait "$perf_pid" || true
+            echo "   agent profile at $rate (self time by object, perf):"
+            perf report -i "$WORK/perf-$rate.data" --no-children --sort dso --stdio 2>/dev/null \
+                | awk '/^ +[0-9]/ && n++ < 5 { print "     " $0 }'
             echo "   agent profile at $rate (self time, perf):"
             perf report -i "$WORK/perf-$rate.data" --no-children --sort dso,sym --stdio 2>/dev/null \
-                | grep -E '^ +[0-9]' | head -25 | sed 's/^/     /'
+                | awk '/^ +[0-9]/ && n++ < 25 { print "     " $0 }'
         fi
         stop_agent
         read -r ev lost < <(agent_events)
