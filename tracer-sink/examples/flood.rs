@@ -37,6 +37,14 @@ struct Args {
     /// `--key-file` does (the tag is computed for every datagram sent).
     #[arg(long, value_name = "PATH")]
     key_file: Option<std::path::PathBuf>,
+    /// Send through a connected socket (as an agent does) instead of
+    /// naming the target on every datagram.
+    #[arg(long)]
+    connected: bool,
+    /// When paced, send in bursts: sleep only once this far ahead of the
+    /// rate (an agent drains its rings every 5 ms under load).
+    #[arg(long, value_name = "MS", default_value_t = 0.2)]
+    burst_ms: f64,
 }
 
 const RECORD: usize = 4 + TxEvent::BODY_LEN;
@@ -59,6 +67,9 @@ fn sender(
     } else {
         "[::]:0"
     })?;
+    if args.connected {
+        sock.connect(args.target)?;
+    }
     let host = format!("flood-{idx}");
     let mut header = DatagramHeader {
         version: WIRE_VERSION,
@@ -144,7 +155,12 @@ fn sender(
             buf[len - MAC_LEN..len].copy_from_slice(&t);
         }
         loop {
-            match sock.send_to(&buf[..len], args.target) {
+            let r = if args.connected {
+                sock.send(&buf[..len])
+            } else {
+                sock.send_to(&buf[..len], args.target)
+            };
+            match r {
                 Ok(_) => break,
                 Err(_) => {
                     sent.send_errors += 1;
@@ -158,7 +174,7 @@ fn sender(
         if per_sender_rate > 0.0 {
             let due = Duration::from_secs_f64(sent.events as f64 / per_sender_rate);
             let el = t0.elapsed();
-            if due > el + Duration::from_micros(200) {
+            if due > el + Duration::from_secs_f64(args.burst_ms / 1e3) {
                 std::thread::sleep(due - el);
             }
         }
