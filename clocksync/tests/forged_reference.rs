@@ -5,33 +5,14 @@
 //! (`servo/sanity.rs`) must flag what the clock cannot explain, bound how
 //! far it follows, and keep its error estimate honest.
 
-use clocksync::harness::{simulate_source, Forged, SimStep};
+mod forged;
+
+use clocksync::harness::SimStep;
 use clocksync::servo::sanity::{JUMP_FLOOR_NS, MAX_CHANGE_NS, MAX_FREQ_CHANGE_PPB};
-use clocksync::sim::{SimConfig, SimPhc};
-use clocksync::{FrequencyLimit, Servo, ServoConfig, ServoKind, ServoState};
+use clocksync::{ServoKind, ServoState};
+use forged::{run, ATTACK_S};
 
 const KINDS: [ServoKind; 2] = [ServoKind::Pi, ServoKind::LinReg];
-
-/// The forgery starts here, well after the servo locked.
-const ATTACK_S: f64 = 60.0;
-/// Updates (1 s apart) per run.
-const UPDATES: usize = 150;
-
-fn run(kind: ServoKind, shift: impl Fn(f64) -> i64 + Send + 'static) -> Vec<SimStep> {
-    let sim = SimConfig::default();
-    let start = sim.start_mono_ns;
-    let phc = SimPhc::new(sim);
-    let cfg = ServoConfig {
-        clock_max_freq_ppb: phc.max_freq_ppb().ok(),
-        ..Default::default()
-    };
-    simulate_source(
-        Forged::new(phc, start, shift),
-        start,
-        Servo::new(kind, cfg),
-        UPDATES,
-    )
-}
 
 fn attacked(steps: &[SimStep]) -> impl Iterator<Item = &SimStep> {
     steps.iter().filter(|s| s.t_s >= ATTACK_S)
@@ -255,53 +236,4 @@ fn a_transient_forgery_leaves_the_clock_where_it_was() {
         assert!(worst < 1_000, "{kind:?}: {worst} ns");
         assert_eq!(steps.last().unwrap().report.sanity.rejected, 10);
     }
-}
-
-/// Log lines written to a buffer (a `tracing` writer).
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A held forgery is warned about at WARN level, but rate-limited: the
-/// first flagged update of the episode and then every power of two, not
-/// once per update.
-#[test]
-fn a_held_forgery_is_warned_about_at_a_limited_rate() {
-    let out = Captured::default();
-    let writer = out.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let steps = tracing::subscriber::with_default(subscriber, || {
-        run(ServoKind::Pi, |t| if t >= ATTACK_S { 5_000_000 } else { 0 })
-    });
-    let flagged = steps.last().unwrap().report.sanity.rejected;
-    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("WARN")).collect();
-    assert!(flagged >= 80, "{flagged}");
-    // 1, 2, 4, ... 64 of about 90 flagged updates.
-    assert!(
-        (2..=8).contains(&warnings.len()),
-        "{} warnings for {flagged} flagged updates:\n{text}",
-        warnings.len()
-    );
-    assert!(warnings[0].contains("not following it"), "{}", warnings[0]);
-    assert!(
-        warnings.iter().any(|w| w.contains("--servo-max-change")),
-        "{text}"
-    );
 }
