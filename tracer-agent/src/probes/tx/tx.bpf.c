@@ -210,12 +210,15 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 		((__u32 *)r->daddr)[0] = skops->remote_ip4;
 	}
 	if (stage == TX_SENDMSG) {
-		__u64 pid_tgid = bpf_get_current_pid_tgid();
+		/* The sender: direct loads from the task, as the rx probe does
+		 * (bpf_get_current_comm alone cost about 170 ns here); a rename
+		 * racing with the copy may tear the name, as with the helper. */
+		const struct task_struct *task = bpf_get_current_task_btf();
 
-		r->pid = pid_tgid >> 32;
-		r->tid = (__u32)pid_tgid;
-		if (bpf_get_current_comm(r->comm, sizeof(r->comm)))
-			__builtin_memset(r->comm, 0, sizeof(r->comm));
+		r->pid = task->tgid;
+		r->tid = task->pid;
+		*(__u64 *)r->comm = *(const __u64 *)task->comm;
+		*(__u64 *)(r->comm + 8) = *(const __u64 *)(task->comm + 8);
 	} else {
 		r->pid = 0;
 		r->tid = 0;
