@@ -63,6 +63,12 @@ MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
 EPS_SECS=${EPS_SECS:-$SECS}
 PERF=${PERF:-}
+if [[ -n $PERF ]] && ! command -v perf >/dev/null; then
+    echo "installing perf (linux-perf) for PERF=1" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-perf >/dev/null \
+        || { apt-get update -q >/dev/null \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-perf >/dev/null; }
+fi
 A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }

@@ -828,19 +828,22 @@ end
 
 local function by_first(a, b) return a.first < b.first end
 
--- Sequence `s` of the flow whose pending state is `p` unwrapped: the
--- nearest (within 2^31) to the previous one, as peer_unwrap does.
-local function rx_unwrap(p, s)
-    if p.ref_s == nil then
-        p.ref_s, p.ref_x = s, SEQ_SPACE
-        return SEQ_SPACE
+-- Sequence number `s` on the number line kept in `st` (fields ref_s,
+-- ref_x): the nearest (within 2^31) to the previous one seen, in either
+-- direction; the first one is `base`. Doubles hold them exactly.
+local function seq_unwrap(st, s, base)
+    local x
+    if st.ref_s == nil then
+        x = base
+    else
+        local d = (s - st.ref_s) % SEQ_SPACE
+        if d >= SEQ_HALF then
+            d = d - SEQ_SPACE
+        end
+        x = st.ref_x + d
     end
-    local d = (s - p.ref_s) % SEQ_SPACE
-    if d >= SEQ_HALF then
-        d = d - SEQ_SPACE
-    end
-    p.ref_s, p.ref_x = s, p.ref_x + d
-    return p.ref_x
+    st.ref_s, st.ref_x = s, x
+    return x
 end
 
 local function rx_new_skb(flow, seq, end_seq, stage, ns, frame)
@@ -855,7 +858,7 @@ local function rx_new_skb(flow, seq, end_seq, stage, ns, frame)
             end
             rx_pending[flow] = pending
         end
-        skb.x = rx_unwrap(pending, end_seq)
+        skb.x = seq_unwrap(pending, end_seq, SEQ_SPACE)
         for _, s in ipairs(RX_SOCKET_STAGES) do
             local heap = pending[s]
             heap_push(heap, skb)
@@ -875,7 +878,7 @@ local function rx_take_reached(flow, stage, end_seq)
         return {}
     end
     local heap, reached = pending[stage], {}
-    local x = rx_unwrap(pending, end_seq)
+    local x = seq_unwrap(pending, end_seq, SEQ_SPACE)
     while heap[1] ~= nil and heap[1].x <= x do
         local skb = heap_pop(heap)
         if skb.at[stage] == nil then
@@ -1216,21 +1219,9 @@ local function peer_flow(key)
     return f
 end
 
--- Sequence number `s` of flow `f` on the flow's number line: the nearest
--- (within 2^31) to the previous one seen, in either direction.
+-- Sequence number `s` of flow `f` on the flow's number line.
 local function peer_unwrap(f, s)
-    local x
-    if f.ref_s == nil then
-        x = PEER_SEQ_BASE
-    else
-        local d = (s - f.ref_s) % SEQ_SPACE
-        if d >= SEQ_HALF then
-            d = d - SEQ_SPACE
-        end
-        x = f.ref_x + d
-    end
-    f.ref_s, f.ref_x = s, x
-    return x
+    return seq_unwrap(f, s, PEER_SEQ_BASE)
 end
 
 -- Global time `ns` (UInt64) as an exact double: ns since the first event

@@ -6,9 +6,8 @@
 //!
 //! `cargo run -p clocksync --example forged_reference`
 
-use clocksync::harness::{simulate_source, Forged, SimStep};
-use clocksync::sim::{SimConfig, SimPhc};
-use clocksync::{FrequencyLimit, SanityConfig, Servo, ServoConfig, ServoKind};
+use clocksync::harness::{simulate_forged, SimStep};
+use clocksync::{SanityConfig, ServoKind};
 
 /// The forgery starts here (the servo locked long before).
 const ATTACK_S: f64 = 60.0;
@@ -40,20 +39,7 @@ fn run(
     sanity: SanityConfig,
     shift: impl Fn(f64) -> i64 + Send + 'static,
 ) -> Vec<SimStep> {
-    let sim = SimConfig::default();
-    let start = sim.start_mono_ns;
-    let phc = SimPhc::new(sim);
-    let cfg = ServoConfig {
-        clock_max_freq_ppb: phc.max_freq_ppb().ok(),
-        sanity,
-        ..Default::default()
-    };
-    simulate_source(
-        Forged::new(phc, start, shift),
-        start,
-        Servo::new(kind, cfg),
-        UPDATES,
-    )
+    simulate_forged(kind, sanity, UPDATES, shift)
 }
 
 /// Largest |true error| from the attack on, ns; and whether every update's

@@ -16,6 +16,7 @@ use crate::global::GlobalClock;
 use crate::limit::FrequencyLimit;
 use crate::servo::algorithm::ServoConfig;
 use crate::servo::machine::{Servo, ServoKind};
+use crate::servo::sanity::SanityConfig;
 use crate::source::exchange::msg::{Kind, Message};
 use crate::source::sim::{SimConfig, SimPhc};
 use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
@@ -266,6 +267,31 @@ impl Drop for ExchangeBridge {
             let _ = t.join();
         }
     }
+}
+
+/// `updates` updates of a `kind` servo (sanity check `sanity`) following
+/// the default simulated PHC, every reading forged by `shift(t_s)` ns: the
+/// man in the middle of the forged-reference tests and example.
+pub fn simulate_forged(
+    kind: ServoKind,
+    sanity: SanityConfig,
+    updates: usize,
+    shift: impl Fn(f64) -> i64 + Send + 'static,
+) -> Vec<SimStep> {
+    let sim = SimConfig::default();
+    let start = sim.start_mono_ns;
+    let phc = SimPhc::new(sim);
+    let cfg = ServoConfig {
+        clock_max_freq_ppb: phc.max_freq_ppb().ok(),
+        sanity,
+        ..Default::default()
+    };
+    simulate_source(
+        Forged::new(phc, start, shift),
+        start,
+        Servo::new(kind, cfg),
+        updates,
+    )
 }
 
 /// Figures of merit of a simulated run.
