@@ -149,12 +149,14 @@ impl<H: AsRef<str>> DatagramHeader<H> {
     }
 
     /// Write the header into `out[..encoded_len()]` (older versions leave
-    /// the fields they do not have out).
-    fn write_into(&self, out: &mut [u8]) {
+    /// the fields they do not have out), announcing `header_len` bytes of
+    /// header: more than `encoded_len()` when zero padding follows the
+    /// host name.
+    fn write_into(&self, out: &mut [u8], header_len: usize) {
         let hl = self.encoded_len();
         out[0..4].copy_from_slice(&MAGIC);
         out[4..6].copy_from_slice(&self.version.to_le_bytes());
-        out[6..8].copy_from_slice(&(hl as u16).to_le_bytes());
+        out[6..8].copy_from_slice(&(header_len as u16).to_le_bytes());
         out[8..16].copy_from_slice(&self.agent_id.to_le_bytes());
         out[16..32].copy_from_slice(&self.boot_id);
         out[32..40].copy_from_slice(&self.seq.to_le_bytes());
@@ -650,7 +652,9 @@ impl DatagramBuilder {
     /// cleared) and return the datagram bytes. The builder is empty again
     /// afterwards.
     pub fn finish(&mut self, header: &DatagramHeader) -> Vec<u8> {
-        self.frame(header, 0)
+        let mut out = Vec::with_capacity(self.max_len);
+        self.finish_into(header, None, None::<fn(&[u8]) -> [u8; MAC_LEN]>, &mut out);
+        out
     }
 
     /// [`finish`](Self::finish), then append `tag(datagram so far)` and set
@@ -661,27 +665,51 @@ impl DatagramBuilder {
         header: &DatagramHeader,
         tag: impl FnOnce(&[u8]) -> [u8; MAC_LEN],
     ) -> Vec<u8> {
-        if self.version == WIRE_VERSION_1 {
-            return self.finish(header);
-        }
-        let mut out = self.frame(header, FLAG_MAC);
-        let t = tag(&out);
-        out.extend_from_slice(&t);
+        let mut out = Vec::with_capacity(self.max_len);
+        self.finish_into(header, None, Some(tag), &mut out);
         out
     }
 
-    fn frame(&mut self, header: &DatagramHeader, mac_flag: u8) -> Vec<u8> {
+    /// Frame the pending records with `header` (as [`finish`](Self::finish)
+    /// does) and append the datagram to `out`, tagged when `tag` is given
+    /// (not in version 1). With `pad_to`, a shorter datagram is padded to
+    /// that many bytes (at most [`MAX_DATAGRAM_LEN`]) with zero bytes
+    /// between the host name and the first record, inside `header_len`,
+    /// where every reader of every version skips them: how datagrams of one
+    /// size are made for UDP GSO. Returns the datagram's length; the
+    /// builder is empty again afterwards.
+    pub fn finish_into(
+        &mut self,
+        header: &DatagramHeader,
+        pad_to: Option<usize>,
+        tag: Option<impl FnOnce(&[u8]) -> [u8; MAC_LEN]>,
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let tag = tag.filter(|_| self.version != WIRE_VERSION_1);
+        let trailer = if tag.is_some() { MAC_LEN } else { 0 };
+        let records = &self.buf[self.header_len..];
+        let natural = self.header_len + records.len() + trailer;
+        let pad = pad_to
+            .map_or(0, |len| len.min(MAX_DATAGRAM_LEN).saturating_sub(natural))
+            .min(usize::from(u16::MAX) - self.header_len);
         let mut h = header.borrowed();
         h.version = self.version;
         h.event_count = self.count;
-        h.flags = (header.flags & !FLAG_MAC) | mac_flag;
+        h.flags = (header.flags & !FLAG_MAC) | if tag.is_some() { FLAG_MAC } else { 0 };
         h.hostname = truncate_hostname(&header.hostname);
         debug_assert_eq!(h.encoded_len(), self.header_len, "hostname changed");
-        let mut out = std::mem::replace(&mut self.buf, Vec::with_capacity(self.max_len));
-        self.buf.resize(self.header_len, 0);
+        let start = out.len();
+        // resize zero-fills: the padding is zeros.
+        out.resize(start + self.header_len + pad, 0);
+        h.write_into(&mut out[start..], self.header_len + pad);
+        out.extend_from_slice(records);
+        if let Some(tag) = tag {
+            let t = tag(&out[start..]);
+            out.extend_from_slice(&t);
+        }
+        self.buf.truncate(self.header_len);
         self.count = 0;
-        h.write_into(&mut out[..self.header_len]);
-        out
+        out.len() - start
     }
 }
 
