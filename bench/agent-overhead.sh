@@ -7,7 +7,7 @@
 # machine is traced. Rounds alternate between six modes:
 #   none          no BPF program;
 #   1, 100        the agent at --sample-every 1 and 100;
-#   ref-tag       bench/ref: a sockops program that only enables and tags
+#   ref-tag       ebpf/ref: a sockops program that only enables and tags
 #                 (what BPF TX timestamping needs, nothing else);
 #   ref-clock     the same plus one bpf_ktime_get_ns() per callback;
 #   ref-untagged  enables but never tags: only SENDMSG callbacks, as under
@@ -43,7 +43,7 @@ CG=$CGROOT/ntr-bench
 PIN=/sys/fs/bpf/ntr-bench-ref
 WORK=$(mktemp -d)
 
-# Reference mode -> its program in bench/ref/tx_reference.bpf.c.
+# Reference mode -> its program in ebpf/ref/tx_reference.bpf.c.
 declare -A REF=([ref-tag]=ref_tag_only [ref-clock]=ref_tag_clock [ref-untagged]=ref_untagged)
 detach_refs() {
     for p in "${REF[@]}"; do
@@ -67,8 +67,8 @@ cleanup; WORK=$(mktemp -d)
 cargo build --release --bins --locked -q
 BIN=$PWD/target/release
 CLANG=$(command -v clang-19 || command -v clang)
-"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I tracer-agent/bpf/include \
-    -c bench/ref/tx_reference.bpf.c -o "$WORK/ref.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I ebpf/include \
+    -c ebpf/ref/tx_reference.bpf.c -o "$WORK/ref.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN" type sockops
 mkdir -p "$CG"
 

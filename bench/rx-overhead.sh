@@ -13,7 +13,7 @@
 #   self   the agent, every skb, with --trace-self: beside mode 1 (which
 #          excludes nettrace's own traffic, the default), what that
 #          exclusion costs each hook (not in the default MODES);
-#   ref    bench/ref/rx_reference.bpf.c: one do-nothing tp_btf program on
+#   ref    ebpf/ref/rx_reference.bpf.c: one do-nothing tp_btf program on
 #          each tracepoint the rx and drops probes use (netif_receive_skb,
 #          tcp_probe, sk_data_ready, skb_copy_datagram_iovec,
 #          sock_recv_length, kfree_skb), loaded by bpftool and attached
@@ -116,10 +116,10 @@ cargo build --release --bins --locked -q
 cargo build --release --locked -q -p tracer-sink --example flood
 BIN=$PWD/target/release
 CLANG=$(command -v clang-19 || command -v clang)
-"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I tracer-agent/bpf/include \
-    -c bench/ref/rx_reference.bpf.c -o "$WORK/ref.o"
-"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_CLOCK -I tracer-agent/bpf/include \
-    -c bench/ref/rx_reference.bpf.c -o "$WORK/clk.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/ref.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_CLOCK -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/clk.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
 bpftool prog loadall "$WORK/clk.o" "$PINC"
 mkdir -p "$CG"

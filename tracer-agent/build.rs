@@ -1,7 +1,8 @@
-//! Compiles every probe's BPF program (each `src/probes/<probe>/*.bpf.c`)
-//! with clang against the shared headers in `bpf/include/`, and generates
-//! one libbpf-rs skeleton per program into `OUT_DIR/<name>.skel.rs`, so
-//! `cargo build` is the only build step and a new probe needs no edit here.
+//! Compiles every probe's BPF program (each `ebpf/<probe>.bpf.c` at the
+//! workspace root) with clang against the shared headers in
+//! `ebpf/include/`, and generates one libbpf-rs skeleton per program into
+//! `OUT_DIR/<name>.skel.rs`, so `cargo build` is the only build step and a
+//! new probe needs no edit here.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -38,52 +39,54 @@ fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Every `*.bpf.c` one level down in `probes` (one folder per probe), with
-/// the program name (the file name without `.bpf.c`).
-fn bpf_programs(probes: &Path) -> Vec<(String, PathBuf)> {
+/// Every `*.bpf.c` directly in `ebpf` (one file per probe; `ebpf/ref/`
+/// holds the benchmarks' reference programs, built by the bench scripts),
+/// with the program name (the file name without `.bpf.c`).
+fn bpf_programs(ebpf: &Path) -> Vec<(String, PathBuf)> {
     let mut found: Vec<(String, PathBuf)> = Vec::new();
-    for dir in sorted_entries(probes).into_iter().filter(|p| p.is_dir()) {
-        for src in sorted_entries(&dir) {
-            let Some(name) = src
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".bpf.c"))
-            else {
-                continue;
-            };
-            // Skeletons share OUT_DIR and libbpf-cargo names objects by file.
-            if let Some((_, other)) = found.iter().find(|(n, _)| n == name) {
-                panic!(
-                    "two BPF programs named {name}: {} and {}; rename one",
-                    other.display(),
-                    src.display()
-                );
-            }
-            found.push((name.to_owned(), src));
+    for src in sorted_entries(ebpf).into_iter().filter(|p| p.is_file()) {
+        let Some(name) = src
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".bpf.c"))
+        else {
+            continue;
+        };
+        // Skeletons share OUT_DIR and libbpf-cargo names objects by file.
+        if let Some((_, other)) = found.iter().find(|(n, _)| n == name) {
+            panic!(
+                "two BPF programs named {name}: {} and {}; rename one",
+                other.display(),
+                src.display()
+            );
         }
+        found.push((name.to_owned(), src));
     }
     found
 }
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
-    let include = manifest.join("bpf").join("include");
-    let probes = manifest.join("src").join("probes");
+    // The BPF sources are the workspace's, not this crate's: `ebpf/` sits
+    // beside the crates (tracer-codec's tests read its headers too).
+    let ebpf = manifest.join("..").join("ebpf");
+    let include = ebpf.join("include");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets this"));
     let clang = find_clang();
     println!("cargo:rerun-if-env-changed=BPF_CLANG");
     for header in sorted_entries(&include) {
         println!("cargo:rerun-if-changed={}", header.display());
     }
-    // A new probe folder always comes with its line in the registry
-    // (probes/mod.rs): watching that file finds new programs without
+    // A new probe always comes with its line in the registry
+    // (src/probes/mod.rs): watching that file finds new programs without
     // rebuilding the BPF on every edit of a probe's Rust code.
-    println!("cargo:rerun-if-changed={}", probes.join("mod.rs").display());
-    let programs = bpf_programs(&probes);
+    let registry = manifest.join("src").join("probes").join("mod.rs");
+    println!("cargo:rerun-if-changed={}", registry.display());
+    let programs = bpf_programs(&ebpf);
     assert!(
         !programs.is_empty(),
-        "no BPF program (*.bpf.c) under {}",
-        probes.display()
+        "no BPF program (*.bpf.c) in {}",
+        ebpf.display()
     );
     for (name, src) in programs {
         println!("cargo:rerun-if-changed={}", src.display());

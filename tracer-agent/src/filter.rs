@@ -1,7 +1,7 @@
 //! `--filter EXPR`: a small tcpdump-like flow filter (ports and port
 //! ranges, hosts, networks, TCP/UDP, negation), parsed here and compiled
 //! into a fixed table the probes' BPF programs evaluate
-//! (`bpf/include/filter.h`) before any ring output.
+//! (`ebpf/include/filter.h`) before any ring output.
 //!
 //! Syntax (lowercase keywords, tokens separated by spaces or parentheses):
 //!

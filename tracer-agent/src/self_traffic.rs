@@ -2,7 +2,7 @@
 //! `--trace-self`: which UDP endpoints are ours (the sink, its clock
 //! responder), and whether each is an address of the traced host. The
 //! probes' BPF programs get the table in `.rodata`
-//! (`bpf/include/self_traffic.h`) and drop the flows to and from these
+//! (`ebpf/include/self_traffic.h`) and drop the flows to and from these
 //! endpoints before any output, as they do with `--filter`.
 
 use std::fmt;

@@ -5,9 +5,9 @@
 //! the wire format, for the agent (which writes [`threshold`] into each
 //! probe) and the matcher alike.
 //!
-//! The specification is `tracer-agent/bpf/include/sample.h`, which the tx
-//! and rx probes compile; read the rule and its reasons there. This is its
-//! Rust twin: `tests/sample_h.rs` compiles the header with the host's C
+//! The specification is `ebpf/include/sample.h`, which the tx and rx
+//! probes compile; read the rule and its reasons there. This is its Rust
+//! twin: `tests/sample_h.rs` compiles the header with the host's C
 //! compiler and requires both to agree bit for bit.
 //!
 //! In short: a granule is 64 KiB of one direction's sequence space; it is

@@ -1,5 +1,5 @@
 //! The sampling rule of `tracer_codec::sample` against its specification,
-//! `tracer-agent/bpf/include/sample.h` as the BPF probes compile it: the
+//! `ebpf/include/sample.h` as the BPF probes compile it: the
 //! header is compiled with the host's C compiler into a program printing
 //! its decisions for many flows and ranges (IPv4, IPv6, v4-mapped; a
 //! rate between 1 and 200; empty, short, GRO-sized, overlong and wrapping
@@ -72,7 +72,7 @@ fn rust_twin_matches_the_c_header() {
     let exe = dir.path().join("vectors");
     std::fs::write(&src, C_VECTORS).unwrap();
     // The header lives with the BPF programs that compile it.
-    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../tracer-agent/bpf/include");
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../ebpf/include");
     let out = std::process::Command::new(host_cc())
         .args(["-std=gnu11", "-O2", "-Wall", "-Werror", "-I", include, "-o"])
         .arg(&exe)

@@ -1,12 +1,13 @@
-//! BPF probes. One folder per probe holds its BPF program (`*.bpf.c`, built
-//! by build.rs into a skeleton) beside the Rust that loads it; every probe
-//! implements [`Probe`], and [`PROBES`] is the registry `--probes` selects
-//! from. Adding a probe: a new folder `probes/<name>/` with its `.bpf.c`
-//! and `mod.rs` (exporting a [`ProbeSpec`]), its `mod` line below and its
-//! line in [`PROBES`].
+//! BPF probes. Each probe's BPF program is `ebpf/<name>.bpf.c` at the
+//! workspace root (built by build.rs into a skeleton) and the Rust that
+//! loads it is one folder here; every probe implements [`Probe`], and
+//! [`PROBES`] is the registry `--probes` selects from. Adding a probe:
+//! `ebpf/<name>.bpf.c`, a new folder `probes/<name>/` with its `mod.rs`
+//! (exporting a [`ProbeSpec`]), its `mod` line below and its line in
+//! [`PROBES`].
 //!
-//! The shared C headers are in `tracer-agent/bpf/include/`: `tracer.h`
-//! (records, enums) and `kernel.h` (the few kernel types the probes read).
+//! The shared C headers are in `ebpf/include/`: `tracer.h` (records,
+//! enums) and `kernel.h` (the few kernel types the probes read).
 
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
@@ -20,7 +21,7 @@ use crate::preflight::PreflightError;
 pub mod drops;
 pub mod rx;
 /// The `--sample-every` rule, shared with the matcher through the codec
-/// (the spec is `bpf/include/sample.h`).
+/// (the spec is `ebpf/include/sample.h`).
 pub use tracer_codec::sample;
 #[cfg(test)]
 mod skb_flow;
@@ -77,7 +78,7 @@ pub(crate) fn run_header_program(c_source: &str, input: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let (src, exe) = (dir.path().join("t.c"), dir.path().join("t"));
     std::fs::write(&src, format!("{HOST_C_PRELUDE}{c_source}")).unwrap();
-    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/include");
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../ebpf/include");
     let out = std::process::Command::new(cc)
         .args(["-std=gnu11", "-O2", "-Wall", "-Werror"])
         .args(["-fno-strict-aliasing", "-I", include, "-o"])
@@ -123,10 +124,10 @@ pub struct ProbeConfig {
     /// Kernel BTF, to check for the kernel features a probe needs.
     pub btf: PathBuf,
     /// `--filter`: flows to record (empty: all), written into every
-    /// probe's `.rodata` (bpf/include/filter.h) with
+    /// probe's `.rodata` (ebpf/include/filter.h) with
     /// [`crate::write_flow_filter!`].
     pub filter: crate::filter::FlowFilter,
-    /// nettrace's own traffic, excluded in BPF (bpf/include/self_traffic.h)
+    /// nettrace's own traffic, excluded in BPF (ebpf/include/self_traffic.h)
     /// by the probes that can see it, written with
     /// [`crate::write_self_traffic!`]; empty with `--trace-self`.
     pub self_traffic: crate::self_traffic::SelfTraffic,

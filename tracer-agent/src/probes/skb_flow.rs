@@ -1,4 +1,4 @@
-//! Tests of `bpf/include/skb_flow.h`, the flow parser every probe that reads
+//! Tests of `ebpf/include/skb_flow.h`, the flow parser every probe that reads
 //! packet headers uses (rx stack entry, drops, socketless resets): the
 //! header is compiled with the host's C compiler (SKB_FLOW_CAST a plain
 //! cast instead of bpf_core_cast) and run on packets built here, IPv6

@@ -1,4 +1,4 @@
-//! The drops probe (drops.bpf.c beside this file): a tp_btf program on
+//! The drops probe (`ebpf/drops.bpf.c`): a tp_btf program on
 //! `skb:kfree_skb` that records every skb the kernel frees as a drop in the
 //! traced network namespace; here it is loaded, attached, read, and each
 //! record becomes a DROP wire event carrying its reason and location both
@@ -6,7 +6,7 @@
 //! /proc/kallsyms for locations, both read once at load: see names.rs).
 //!
 //! Numbers shared with the BPF side come from the skeleton's `types`
-//! (generated from `bpf/include/tracer.h`), as in the TX probe.
+//! (generated from `ebpf/include/tracer.h`), as in the TX probe.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd};

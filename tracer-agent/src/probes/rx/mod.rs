@@ -1,4 +1,4 @@
-//! The RX probe (rx.bpf.c beside this file): tp_btf programs on five
+//! The RX probe (`ebpf/rx.bpf.c`): tp_btf programs on five
 //! receive-path tracepoints, one record per hit; here they are loaded,
 //! attached, read, validated and turned into wire events.
 //!
@@ -7,7 +7,7 @@
 //! the probe holds a socket of its own with `SOF_TIMESTAMPING_RX_SOFTWARE`.
 //!
 //! Every number shared with the BPF side comes from the skeleton's `types`
-//! (from `bpf/include/tracer.h`); compile-time asserts tie them to the codec.
+//! (from `ebpf/include/tracer.h`); compile-time asserts tie them to the codec.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

@@ -1,4 +1,4 @@
-//! The TCP anomalies probe (tcp.bpf.c beside this file): tp_btf programs
+//! The TCP anomalies probe (`ebpf/tcp.bpf.c`): tp_btf programs
 //! on `tcp:tcp_retransmit_skb`, `tcp:tcp_send_reset`,
 //! `tcp:tcp_receive_reset`, `sock:sock_rcvqueue_full` and
 //! `sock:sock_exceed_buf_limit`, each writing one record per event of the

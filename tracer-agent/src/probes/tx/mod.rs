@@ -1,11 +1,11 @@
-//! The TX timestamping probe (tx.bpf.c beside this file): a sockops program
+//! The TX timestamping probe (`ebpf/tx.bpf.c`): a sockops program
 //! attached to a cgroup that turns on BPF TX timestamping and writes one
 //! record per callback into its slot ring; here it is loaded, attached,
 //! read, validated and turned into wire events.
 //!
 //! Every number shared with the BPF side (record kind, stages, counter
 //! indices, record layout) comes from the skeleton's `types`, generated from
-//! the object's BTF, i.e. from `bpf/include/tracer.h`. Where a value must
+//! the object's BTF, i.e. from `ebpf/include/tracer.h`. Where a value must
 //! also match the wire codec, a compile-time assert below ties the two.
 
 use std::mem::MaybeUninit;

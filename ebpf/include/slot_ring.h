@@ -9,7 +9,7 @@
  *
  * A record is taken with one atomic add on this CPU's head and published
  * by writing hdr.commit = seq + 1 last; the agent's reader
- * (probes/slots.rs) copies a slot only once its commit word is the one it
+ * (tracer-agent/src/probes/slots.rs) copies a slot only once its commit word is the one it
  * expects, and counts the records a producer lapped.
  */
 #ifndef SLOT_RING_H

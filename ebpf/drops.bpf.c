@@ -17,7 +17,7 @@
  * when every namespace is traced (netns 0 in the record), and counted.
  *
  * Records go to the same kind of per-CPU slot ring as the TX probe's
- * (see tx.bpf.c and slots.rs).
+ * (see tx.bpf.c and tracer-agent/src/probes/slots.rs).
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
