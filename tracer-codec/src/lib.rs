@@ -31,10 +31,10 @@ pub use event::{
 pub use rx::{RxEvent, RxStage};
 pub use tcp::{TcpAnomaly, TcpEvent};
 pub use wire::{
-    mac_trailer, Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef, DatagramView,
-    RawRecord, RecordIter, RecordView, FLAG_MAC, HEADER_FIXED_LEN, HEADER_FIXED_LEN_V1,
-    HEADER_FIXED_LEN_V2, MAC_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN, RECORD_HEADER_LEN,
-    WIRE_VERSION, WIRE_VERSION_1, WIRE_VERSION_2,
+    datagram_extent, mac_trailer, Datagram, DatagramBuilder, DatagramHeader, DatagramHeaderRef,
+    DatagramView, RawRecord, RecordIter, RecordView, FLAG_MAC, HEADER_FIXED_LEN,
+    HEADER_FIXED_LEN_V1, HEADER_FIXED_LEN_V2, MAC_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_HOSTNAME_LEN,
+    RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1, WIRE_VERSION_2,
 };
 
 /// An event kind with a fixed-size body: what a sender needs to frame one

@@ -305,6 +305,45 @@ pub fn mac_trailer<'a>(
     Some(buf.split_at(buf.len() - MAC_LEN))
 }
 
+/// Length of the datagram at the start of `buf`, read from its own header
+/// and records (`header_len`, `event_count` records, the tag if flagged),
+/// without validating bodies. What tells the datagrams of a UDP GSO batch
+/// apart where a capture sees the batch before the device cut it (veth,
+/// loopback): they lie end to end, each padded to the segment size but
+/// the last.
+pub fn datagram_extent(buf: &[u8]) -> Result<usize, DecodeError> {
+    let (header, mut off) = DatagramHeaderRef::parse(buf)?;
+    for index in 0..usize::from(header.event_count) {
+        let have = buf.len().saturating_sub(off);
+        let len = match buf.get(off + 2..off + RECORD_HEADER_LEN) {
+            Some(l) => usize::from(u16::from_le_bytes([l[0], l[1]])),
+            None => {
+                return Err(DecodeError::TruncatedRecord {
+                    index,
+                    need: RECORD_HEADER_LEN,
+                    have,
+                })
+            }
+        };
+        if have < RECORD_HEADER_LEN + len {
+            return Err(DecodeError::TruncatedRecord {
+                index,
+                need: RECORD_HEADER_LEN + len,
+                have,
+            });
+        }
+        off += RECORD_HEADER_LEN + len;
+    }
+    let end = off + if header.has_mac() { MAC_LEN } else { 0 };
+    if end > buf.len() {
+        return Err(DecodeError::TooShort {
+            len: buf.len(),
+            need: end,
+        });
+    }
+    Ok(end)
+}
+
 /// One framed record, borrowed from a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawRecord<'a> {

@@ -534,5 +534,11 @@ proptest! {
             prop_assert!(authentic(got, &key));
         }
         both_agree(got)?;
+        // End to end, as a capture sees a GSO batch: each one's extent.
+        let mut joined = got.to_vec();
+        joined.extend_from_slice(&want);
+        prop_assert_eq!(tracer_codec::datagram_extent(&joined), Ok(len));
+        prop_assert_eq!(tracer_codec::datagram_extent(&joined[len..]), Ok(want.len()));
+        prop_assert!(tracer_codec::datagram_extent(&want[..want.len() - 1]).is_err());
     }
 }
