@@ -507,8 +507,27 @@ impl<'a> DatagramView<'a> {
     /// truncated record, the event count, the first bad body.
     pub fn parse(buf: &'a [u8]) -> Result<Self, DecodeError> {
         let (header, off) = DatagramHeaderRef::parse(buf)?;
-        let end = buf.len() - if header.has_mac() { MAC_LEN } else { 0 };
-        let records = &buf[off..end];
+        Self::parse_after_header(buf, header, off)
+    }
+
+    /// [`parse`](Self::parse) for a reader that has already parsed the
+    /// header of `buf` (`header` and `off` as [`DatagramHeaderRef::parse`]
+    /// returned them, e.g. to check its tag first): checks the rest, so
+    /// the header is read once. Same errors as `parse` for the same bytes.
+    pub fn parse_after_header(
+        buf: &'a [u8],
+        header: DatagramHeaderRef<'a>,
+        off: usize,
+    ) -> Result<Self, DecodeError> {
+        let end = buf
+            .len()
+            .saturating_sub(if header.has_mac() { MAC_LEN } else { 0 });
+        let Some(records) = buf.get(off..end) else {
+            return Err(DecodeError::BadHeaderLen {
+                header_len: off,
+                len: buf.len(),
+            });
+        };
         let mut found = 0usize;
         let mut first_bad = None;
         for r in RecordIter::new(records) {
