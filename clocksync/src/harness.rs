@@ -3,7 +3,8 @@
 //! the middle ([`Forged`]) that shifts what a reference reads, and one on
 //! a real exchange's path ([`ExchangeBridge`]). Used by the servo and
 //! exchange tests, the end-to-end tests and `examples/`; no library module
-//! imports it (a test in `tests/module_graph.rs` checks that).
+//! imports it (a test in the workspace's `tests/tests/module_graph.rs`
+//! checks that).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,7 @@
 //! axis; it never adjusts a system clock, so tracing cannot disturb the host.
 //!
 //! Layers, bottom up; a module imports only from layers below it
-//! (`tests/module_graph.rs` fails on an import cycle):
+//! (the workspace's `tests/tests/module_graph.rs` fails on an import cycle):
 //! * [`error`], [`worker`]: the error type; a stoppable background thread.
 //! * [`bracket`]: bracketed reads of system clocks.
 //! * [`source`]: the [`Clock`] / [`ReferenceClock`] traits

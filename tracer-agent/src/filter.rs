@@ -1074,7 +1074,7 @@ int main(void) {
             }
             input.push('\n');
         }
-        crate::probes::run_header_program(C_EVAL, &input)
+        crate::host_c::run_header_program(C_EVAL, &input)
             .lines()
             .map(|l| l == "1")
             .collect()

@@ -4,6 +4,8 @@
 pub mod acks;
 pub mod clock;
 pub mod filter;
+#[cfg(test)]
+mod host_c;
 pub mod pipeline;
 pub mod preflight;
 pub mod probes;

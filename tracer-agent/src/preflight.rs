@@ -151,7 +151,7 @@ pub fn check_cgroup(path: &Path) -> Result<(), PreflightError> {
 
 /// Check that the kernel whose BTF is `btf` offers BPF TX timestamping.
 pub fn check_tx_timestamping(btf: &Path) -> Result<(), PreflightError> {
-    match crate::probes::tx::btf_has_tx_timestamping(btf) {
+    match btf_has_tx_timestamping(btf) {
         Ok(true) => Ok(()),
         Ok(false) => Err(PreflightError::NoTxTimestamping {
             release: kernel_release(),
@@ -162,6 +162,14 @@ pub fn check_tx_timestamping(btf: &Path) -> Result<(), PreflightError> {
             error,
         }),
     }
+}
+
+/// True when `btf` (a kernel BTF blob) names the kfunc BPF TX timestamping
+/// needs (Linux >= 6.15). A string search is enough: the name is unique.
+pub fn btf_has_tx_timestamping(btf: &Path) -> std::io::Result<bool> {
+    let data = std::fs::read(btf)?;
+    let needle = b"\0bpf_sock_ops_enable_tx_tstamp\0";
+    Ok(data.windows(needle.len()).any(|w| w == needle))
 }
 
 /// `uname -r`.
@@ -386,5 +394,16 @@ mod tests {
             "opened without blocking"
         );
         assert!(e("/no/such/ns").contains("cannot open /no/such/ns"));
+    }
+
+    #[test]
+    fn btf_check_finds_kfunc_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let without = dir.path().join("old");
+        std::fs::write(&without, b"\0bpf_sock_ops_cb_flags_set\0").unwrap();
+        assert!(!btf_has_tx_timestamping(&without).unwrap());
+        let with = dir.path().join("new");
+        std::fs::write(&with, b"x\0bpf_sock_ops_enable_tx_tstamp\0y").unwrap();
+        assert!(btf_has_tx_timestamping(&with).unwrap());
     }
 }

@@ -11,8 +11,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::event::EventKind;
-use crate::layout::NameTable;
+use crate::kind::EventKind;
+use crate::layout::field::NameTable;
 
 /// Size of [`DropEvent::reason_name`].
 pub const DROP_REASON_NAME_LEN: usize = 32;
@@ -211,7 +211,7 @@ mod tests {
         e.encode_body(&mut b);
         assert!(matches!(
             DropEvent::decode_body(&b),
-            Err(crate::DecodeError::BadField {
+            Err(crate::error::DecodeError::BadField {
                 field: "family",
                 ..
             })

@@ -30,7 +30,7 @@ macro_rules! wire_enum {
             pub const ALL: [$name; [$($val),*].len()] = [$($name::$var),*];
 
             /// Wire values and their names (the dissector's and docs' table).
-            pub const NAMES: $crate::layout::NameTable = $crate::layout::NameTable {
+            pub const NAMES: $crate::layout::field::NameTable = $crate::layout::field::NameTable {
                 name: $table,
                 entries: &[$(($val, $text)),*],
             };
@@ -67,8 +67,8 @@ macro_rules! wire_enum {
 macro_rules! wire_event {
     (@names) => { None };
     (@names $t:expr) => { Some(&$t) };
-    (@v1 $fields:expr) => { $crate::layout::fields_len($fields) };
-    (@v1 $fields:expr, $n:literal) => { $crate::layout::fields_len($fields.split_at($n).0) };
+    (@v1 $fields:expr) => { $crate::layout::field::fields_len($fields) };
+    (@v1 $fields:expr, $n:literal) => { $crate::layout::field::fields_len($fields.split_at($n).0) };
     (
         $(#[$meta:meta])*
         pub struct $name:ident (kind $kind:expr, name $kname:literal, title $title:literal $(, v1_fields $v1:literal)?) {
@@ -88,12 +88,12 @@ macro_rules! wire_event {
         }
 
         impl $name {
-            const FIELDS: &'static [$crate::layout::Field] = &$crate::layout::place([
+            const FIELDS: &'static [$crate::layout::field::Field] = &$crate::layout::field::place([
                 $(
-                    $crate::layout::Field::new(
+                    $crate::layout::field::Field::new(
                         stringify!($field),
-                        $crate::layout::FieldType::$fty,
-                        <$ty as $crate::layout::WireValue>::SIZE,
+                        $crate::layout::field::FieldType::$fty,
+                        <$ty as $crate::layout::field::WireValue>::SIZE,
                         wire_event!(@names $($names)?),
                         concat!($($doc),*),
                     )
@@ -102,7 +102,7 @@ macro_rules! wire_event {
 
             /// Encoded size of the body this build writes (the sum of its
             /// fields).
-            pub const BODY_LEN: usize = $crate::layout::fields_len(Self::FIELDS);
+            pub const BODY_LEN: usize = $crate::layout::field::fields_len(Self::FIELDS);
 
             /// Size of the version-1 body: the fields before those a later
             /// version appended (`v1_fields`). A reader takes a body from
@@ -110,7 +110,7 @@ macro_rules! wire_event {
             pub const V1_BODY_LEN: usize = wire_event!(@v1 Self::FIELDS $(, $v1)?);
 
             /// Machine-readable layout of the body.
-            pub const LAYOUT: $crate::layout::EventLayout = $crate::layout::EventLayout {
+            pub const LAYOUT: $crate::layout::field::EventLayout = $crate::layout::field::EventLayout {
                 kind: $kind,
                 name: $kname,
                 title: $title,
@@ -125,7 +125,7 @@ macro_rules! wire_event {
             /// enum field outside its name table is a
             /// [`BadField`](crate::DecodeError::BadField).
             #[inline]
-            pub fn decode_body(body: &[u8]) -> Result<Self, $crate::DecodeError> {
+            pub fn decode_body(body: &[u8]) -> Result<Self, $crate::error::DecodeError> {
                 let padded: [u8; Self::BODY_LEN];
                 let b = match body.first_chunk::<{ Self::BODY_LEN }>() {
                     Some(b) => b,
@@ -136,7 +136,7 @@ macro_rules! wire_event {
                         &padded
                     }
                     None => {
-                        return Err($crate::DecodeError::BodyTooShort {
+                        return Err($crate::error::DecodeError::BodyTooShort {
                             kind: $kind,
                             len: body.len(),
                             need: Self::V1_BODY_LEN,
@@ -147,8 +147,8 @@ macro_rules! wire_event {
                 let ev = $name {
                     $(
                         $field: {
-                            let size = <$ty as $crate::layout::WireValue>::SIZE;
-                            let v = <$ty as $crate::layout::WireValue>::read(&b[off..off + size]);
+                            let size = <$ty as $crate::layout::field::WireValue>::SIZE;
+                            let v = <$ty as $crate::layout::field::WireValue>::read(&b[off..off + size]);
                             off += size;
                             v
                         },
@@ -157,7 +157,7 @@ macro_rules! wire_event {
                 debug_assert_eq!(off, Self::BODY_LEN);
                 $($(
                     if !$names.contains(u64::from(ev.$field)) {
-                        return Err($crate::DecodeError::BadField {
+                        return Err($crate::error::DecodeError::BadField {
                             kind: $kind,
                             field: stringify!($field),
                         });
@@ -175,7 +175,7 @@ macro_rules! wire_event {
                 let n = ::bincode::encode_into_slice(
                     self,
                     &mut out[start..],
-                    $crate::bincode_config(),
+                    $crate::body::bincode_config(),
                 )
                 .expect("a wire event encodes into BODY_LEN bytes");
                 debug_assert_eq!(n, Self::BODY_LEN);
@@ -186,15 +186,15 @@ macro_rules! wire_event {
             pub(crate) fn field_bytes(&self) -> Vec<(&'static str, Vec<u8>)> {
                 vec![$(
                     (stringify!($field), {
-                        let mut v = vec![0u8; <$ty as $crate::layout::WireValue>::SIZE];
-                        $crate::layout::WireValue::write(&self.$field, &mut v);
+                        let mut v = vec![0u8; <$ty as $crate::layout::field::WireValue>::SIZE];
+                        $crate::layout::field::WireValue::write(&self.$field, &mut v);
                         v
                     })
                 ),*]
             }
         }
 
-        impl $crate::WireEvent for $name {
+        impl $crate::body::WireEvent for $name {
             const KIND: u16 = $kind;
             const BODY_LEN: usize = $name::BODY_LEN;
 

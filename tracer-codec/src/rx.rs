@@ -4,7 +4,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::event::{EventKind, Flow};
+use crate::flow::Flow;
+use crate::kind::EventKind;
 
 wire_enum! {
     /// Stage of a received skb, in the order an skb meets them; one per
@@ -70,7 +71,7 @@ wire_event! {
         /// [`RxStage`] as its wire value.
         pub stage: u8 => U8 in RxStage::NAMES,
         /// Address family, 4 or 6.
-        pub family: u8 => U8 in crate::layout::FAMILY,
+        pub family: u8 => U8 in crate::layout::field::FAMILY,
         /// IP protocol: 6 TCP, 17 UDP, 0 other.
         pub protocol: u8 => U8,
         /// Clock of `rx_stamp_ns` (`skb->tstamp_type`): 0 REALTIME,

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use crate::drop::{wire_addr, FLOW_FAMILY};
-use crate::event::EventKind;
+use crate::kind::EventKind;
 
 wire_enum! {
     /// What happened, one per tracepoint.

@@ -28,10 +28,16 @@
 //! datagram in place without allocating (the sink's receive path), and
 //! [`Datagram::decode`] builds owned events on top of it.
 
+use crate::body::WireEvent;
+use crate::clock::ClockEvent;
 use crate::drop::DropEvent;
 use crate::error::{DecodeError, HostnameError};
-use crate::event::{ClockEvent, Event, EventKind, TxEvent};
+use crate::event::Event;
+use crate::kind::EventKind;
+use crate::layout::field::{field_offset, WireValue};
+use crate::rx::RxEvent;
 use crate::tcp::TcpEvent;
+use crate::tx::TxEvent;
 
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"NTRC";
@@ -361,7 +367,7 @@ impl RawRecord<'_> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(Event::Tx),
             EventKind::Clock => ClockEvent::decode_body(self.body).map(Event::Clock),
-            EventKind::Rx => crate::RxEvent::decode_body(self.body).map(Event::Rx),
+            EventKind::Rx => RxEvent::decode_body(self.body).map(Event::Rx),
             EventKind::Drop => DropEvent::decode_body(self.body).map(Event::Drop),
             EventKind::Tcp => TcpEvent::decode_body(self.body).map(Event::Tcp),
             EventKind::Unknown(kind) => Ok(Event::Unknown {
@@ -378,7 +384,7 @@ impl RawRecord<'_> {
         match EventKind::from_u16(self.kind) {
             EventKind::Tx => TxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Clock => ClockEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
-            EventKind::Rx => crate::RxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
+            EventKind::Rx => RxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Drop => DropEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Tcp => TcpEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Unknown(_) => Ok(None),
@@ -402,11 +408,11 @@ pub struct RecordView<'a> {
 }
 
 /// Offset of `global_ns` in the bodies of the kinds that have one.
-const TX_GLOBAL_NS: usize = crate::layout::field_offset(TxEvent::LAYOUT.fields, "global_ns");
-const CLOCK_GLOBAL_NS: usize = crate::layout::field_offset(ClockEvent::LAYOUT.fields, "global_ns");
-const RX_GLOBAL_NS: usize = crate::layout::field_offset(crate::RxEvent::LAYOUT.fields, "global_ns");
-const DROP_GLOBAL_NS: usize = crate::layout::field_offset(DropEvent::LAYOUT.fields, "global_ns");
-const TCP_GLOBAL_NS: usize = crate::layout::field_offset(TcpEvent::LAYOUT.fields, "global_ns");
+const TX_GLOBAL_NS: usize = field_offset(TxEvent::LAYOUT.fields, "global_ns");
+const CLOCK_GLOBAL_NS: usize = field_offset(ClockEvent::LAYOUT.fields, "global_ns");
+const RX_GLOBAL_NS: usize = field_offset(RxEvent::LAYOUT.fields, "global_ns");
+const DROP_GLOBAL_NS: usize = field_offset(DropEvent::LAYOUT.fields, "global_ns");
+const TCP_GLOBAL_NS: usize = field_offset(TcpEvent::LAYOUT.fields, "global_ns");
 
 /// `global_ns` of a body already validated for its kind, read in place.
 fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
@@ -418,8 +424,7 @@ fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
         EventKind::Tcp => TCP_GLOBAL_NS,
         EventKind::Unknown(_) => return None,
     };
-    body.get(at..at + 8)
-        .map(<u64 as crate::layout::WireValue>::read)
+    body.get(at..at + 8).map(<u64 as WireValue>::read)
 }
 
 /// Walks the records of a datagram's payload, checking framing only. It
@@ -665,7 +670,7 @@ impl DatagramBuilder {
 
     /// Append an event of any kind; `false` (and nothing appended) when it
     /// does not fit.
-    pub fn push<E: crate::WireEvent>(&mut self, ev: &E) -> bool {
+    pub fn push<E: WireEvent>(&mut self, ev: &E) -> bool {
         let need = RECORD_HEADER_LEN + E::BODY_LEN + self.trailer;
         if self.buf.len() + need > self.max_len || self.count == u16::MAX {
             return false;

@@ -5,7 +5,8 @@
 //! extension headers, fragments and malformed headers included, each
 //! checked against the flow it must give.
 
-use super::run_header_program;
+use crate::host_c::run_header_program;
+
 /// Ethertypes, as skb->protocol in host order.
 const ETH_P_IP: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86dd;

@@ -9,8 +9,6 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::RecordError;
-
 /// What one drain found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Drained {
@@ -20,6 +18,31 @@ pub struct Drained {
     pub overruns: u64,
     /// Most records pending on one CPU at the start of the drain.
     pub max_backlog: u64,
+}
+
+/// Why a record read from a probe's ring was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Shorter than the record it must hold.
+    #[error("short record: {0} bytes")]
+    Short(usize),
+    /// A kind this agent does not know.
+    #[error("unknown record kind {0}")]
+    UnknownKind(u16),
+    /// `hdr.len` differs from the size of its kind's record.
+    #[error("record length {got}, expected {want}")]
+    BadLen {
+        /// `hdr.len` as written.
+        got: u16,
+        /// The size of the record kind.
+        want: usize,
+    },
+    /// A stage value the wire format does not define.
+    #[error("unknown stage {0}")]
+    UnknownStage(u8),
+    /// An address family other than 4 or 6.
+    #[error("address family {0}, expected 4 or 6")]
+    BadFamily(u8),
 }
 
 /// A read-only mapping of the slot array plus the reader's positions.

@@ -16,10 +16,10 @@ use libbpf_rs::{Link, OpenObject};
 use tracer_codec::drop::padded;
 use tracer_codec::DropEvent;
 
-use super::slots::{self, Drained, SlotRing};
-use super::{
-    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+use super::interface::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
 };
+use super::slots::{self, Drained, RecordError, SlotRing};
 use crate::preflight::PreflightError;
 
 pub mod names;

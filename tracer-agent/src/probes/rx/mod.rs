@@ -16,10 +16,10 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 use tracer_codec::{RxEvent, RxStage};
 
-use super::slots::{self, Drained, SlotRing};
-use super::{
-    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+use super::interface::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
 };
+use super::slots::{self, Drained, RecordError, SlotRing};
 use crate::preflight::PreflightError;
 
 #[allow(
@@ -172,7 +172,7 @@ impl<'obj> RxProbe<'obj> {
             crate::write_flow_filter!(ro, &cfg.filter);
             crate::write_self_traffic!(ro, &cfg.self_traffic);
             ro.slots_per_cpu = cfg.slots_per_cpu;
-            ro.sample_threshold = super::sample::threshold(cfg.sample_every);
+            ro.sample_threshold = tracer_codec::sample::threshold(cfg.sample_every);
         }
         let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;
         let entries = (ncpu as u64 * u64::from(cfg.slots_per_cpu)).min(u64::from(u32::MAX)) as u32;

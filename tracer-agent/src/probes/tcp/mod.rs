@@ -17,10 +17,10 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 use tracer_codec::{TcpAnomaly, TcpEvent};
 
-use super::slots::{self, Drained, SlotRing};
-use super::{
-    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+use super::interface::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
 };
+use super::slots::{self, Drained, RecordError, SlotRing};
 use crate::preflight::PreflightError;
 
 #[allow(

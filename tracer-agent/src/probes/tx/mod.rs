@@ -10,16 +10,15 @@
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::path::Path;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 use tracer_codec::{TxEvent, TxStage};
 
-use super::slots::{self, Drained, SlotRing};
-use super::{
-    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec, RecordError,
+use super::interface::{
+    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
 };
+use super::slots::{self, Drained, RecordError, SlotRing};
 use crate::preflight::{self, PreflightError};
 
 #[allow(
@@ -155,7 +154,7 @@ impl<'obj> TxProbe<'obj> {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.target_netns = cfg.target_netns;
             crate::write_flow_filter!(ro, &cfg.filter);
-            ro.sample_threshold = super::sample::threshold(cfg.sample_every);
+            ro.sample_threshold = tracer_codec::sample::threshold(cfg.sample_every);
             ro.slots_per_cpu = cfg.slots_per_cpu;
         }
         let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;
@@ -314,14 +313,6 @@ impl TxRecord {
             tx_flags: r.flags,
         }
     }
-}
-
-/// True when `btf` (a kernel BTF blob) names the kfunc BPF TX timestamping
-/// needs (Linux >= 6.15). A string search is enough: the name is unique.
-pub fn btf_has_tx_timestamping(btf: &Path) -> std::io::Result<bool> {
-    let data = std::fs::read(btf)?;
-    let needle = b"\0bpf_sock_ops_enable_tx_tstamp\0";
-    Ok(data.windows(needle.len()).any(|w| w == needle))
 }
 
 #[cfg(test)]
@@ -494,16 +485,5 @@ mod tests {
         deliver(&bytes(&sample()), &mut seen);
         let e = &seen.0.events[0];
         assert_eq!((e.mono_ns, e.global_ns), (12, 1012));
-    }
-
-    #[test]
-    fn btf_check_finds_kfunc_or_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let without = dir.path().join("old");
-        std::fs::write(&without, b"\0bpf_sock_ops_cb_flags_set\0").unwrap();
-        assert!(!btf_has_tx_timestamping(&without).unwrap());
-        let with = dir.path().join("new");
-        std::fs::write(&with, b"x\0bpf_sock_ops_enable_tx_tstamp\0y").unwrap();
-        assert!(btf_has_tx_timestamping(&with).unwrap());
     }
 }
