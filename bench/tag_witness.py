@@ -324,7 +324,7 @@ def replay_matcher(tags, rx_by_flow, flowseq):
     one-way delay is closest to the pair's median of recent unambiguous
     matches, leaving to a later transmission of the same skb an RX skb
     closer to it, and never one an earlier transmission of the same skb
-    took (tracer-match/src/matcher.rs, Matcher::decide). Returns
+    took (tracer-match/src/matcher/decide.rs, Matcher::decide). Returns
     (transmission, chosen rx) pairs with a negative one-way delay."""
     trans = []  # (SND_SW time, tag)
     for tag in tags:

@@ -1,7 +1,7 @@
 //! The workspace's own Rust sources as the structure checks read them
-//! (`tests/module_graph.rs`): every member's library and binary targets,
-//! from `cargo metadata`, and the module files each one reaches through
-//! its `mod name;` declarations.
+//! (`tests/module_graph.rs`, `tests/file_size.rs`): every member's library
+//! and binary targets, from `cargo metadata`, and the module files each
+//! one reaches through its `mod name;` declarations.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

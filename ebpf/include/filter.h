@@ -4,7 +4,7 @@
  * Every probe with a flow includes this header and calls
  * sk_flow_matches (a socket's flow) or skb_flow_parsed_matches (a flow
  * skb_flow.h parsed from the headers) right after its netns filter. The agent fills `flow_filter` (.rodata) from
- * tracer-agent/src/filter.rs between open and load.
+ * tracer-agent/src/filter/term.rs between open and load.
  *
  * The filter is a conjunction of up to FILTER_MAX_CLAUSES clauses, each a
  * disjunction of up to FILTER_MAX_TERMS terms. An end of the flow (source
@@ -22,7 +22,7 @@
  *
  * Include after kernel.h and the libbpf headers. Everything but
  * sk_flow_matches (kernel types) also compiles on the host, where
- * tracer-agent/src/filter.rs tests it against the parser's terms.
+ * tracer-agent/src/filter/ tests it against the parser's terms.
  */
 #ifndef TRACER_FILTER_H
 #define TRACER_FILTER_H
@@ -54,7 +54,7 @@ struct filter_config {
 };
 
 /* Frozen .rodata in BPF; the host test of this header
- * (tracer-agent/src/filter.rs) defines it writable. */
+ * (tracer-agent/src/host_c.rs) defines it writable. */
 #ifndef FILTER_CONFIG_QUAL
 #define FILTER_CONFIG_QUAL const volatile
 #endif

@@ -1,6 +1,6 @@
 //! Test support: compiles a test program that includes the shared BPF
 //! headers (`ebpf/include/`) as host C and runs it, so the tests of
-//! filter.rs, self_traffic.rs and probes/skb_flow.rs check the C the probes
+//! filter/, self_traffic.rs and probes/skb_flow.rs check the C the probes
 //! run, not a Rust copy of it.
 
 /// What a BPF header needs to compile as host C: the kernel's integer
