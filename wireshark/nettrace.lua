@@ -2533,16 +2533,13 @@ local function dissect_ack(tvb, pinfo, tree)
     return total
 end
 
-local function dissect_dgram(tvb, pinfo, root)
+-- One datagram (all of tvb): its tree under root; returns its Info text.
+local function dissect_one_dgram(tvb, pinfo, root)
     local total = tvb:len()
     local tree = root:add(proto, tvb())
-    if total >= 4 and tvb(0, 4):string() == LAYOUT.ack_magic then
-        return dissect_ack(tvb, pinfo, tree)
-    end
     local h, why = dissect_dgram_header(tvb, tree)
     if h == nil then
-        set_columns(pinfo, "[Malformed: " .. why .. "]")
-        return total
+        return "[Malformed: " .. why .. "]"
     end
 
     local summaries = {}
@@ -2575,7 +2572,53 @@ local function dissect_dgram(tvb, pinfo, root)
     end
 
     tree:append_text(string.format(", %s seq=%s, %d events", h.host, tostring(h.seq), index))
-    set_columns(pinfo, string.format("%s seq=%s: %s", h.host, tostring(h.seq), table.concat(summaries, "; ")))
+    return string.format("%s seq=%s: %s", h.host, tostring(h.seq), table.concat(summaries, "; "))
+end
+
+-- Length of the datagram at the start of tvb, from its header_len, its
+-- event_count records and its tag; nil when they do not fit in tvb.
+local function dgram_extent(tvb)
+    local total = tvb:len()
+    if total < LAYOUT.dgram_v1_fixed_len or tvb(0, 4):string() ~= MAGIC then
+        return nil
+    end
+    local d = field_reader(tvb, DGRAM.fields)
+    local off = d("header_len"):le_uint()
+    for _ = 1, d("event_count"):le_uint() do
+        if off + RECORD_HEADER_LEN > total then
+            return nil
+        end
+        off = off + RECORD_HEADER_LEN + tvb(off + 2, 2):le_uint()
+    end
+    if d("version"):le_uint() ~= WIRE_VERSION_1 and bit32.band(d("flags"):uint(), LAYOUT.flag_mac) ~= 0 then
+        off = off + LAYOUT.mac_len
+    end
+    if off > total then
+        return nil
+    end
+    return off
+end
+
+-- A UDP payload: an acknowledgement, one datagram, or a UDP GSO batch seen
+-- before the device cut it (a capture on veth or loopback): datagrams end
+-- to end, each padded to the segment size but the last.
+local function dissect_dgram(tvb, pinfo, root)
+    local total = tvb:len()
+    if total >= 4 and tvb(0, 4):string() == LAYOUT.ack_magic then
+        return dissect_ack(tvb, pinfo, root:add(proto, tvb()))
+    end
+    local first = dgram_extent(tvb)
+    if first == nil or first >= total or dgram_extent(tvb(first):tvb()) == nil then
+        set_columns(pinfo, dissect_one_dgram(tvb, pinfo, root))
+        return total
+    end
+    local infos, off = {}, 0
+    while off < total do
+        local len = dgram_extent(tvb(off):tvb()) or (total - off)
+        infos[#infos + 1] = dissect_one_dgram(tvb(off, len):tvb(), pinfo, root)
+        off = off + len
+    end
+    set_columns(pinfo, string.format("GSO batch of %d datagrams: %s", #infos, table.concat(infos, " | ")))
     return total
 end
 

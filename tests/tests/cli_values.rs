@@ -88,6 +88,10 @@ const AGENT: Binary = Binary {
         ),
         ("clock-hw-iface", "interface_names_are_checked"),
         ("servo", "a closed list (pi, linreg), parsed by clap"),
+        (
+            "batch-send",
+            "tracer-agent batch_send_is_one_of_three_modes",
+        ),
         ("simulate-oscillator", "oscillator_specs_are_checked"),
         ("oscillator-truth", "a path written at start"),
         ("key-file", "tracer-agent tests/key_file.rs"),

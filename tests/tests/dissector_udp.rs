@@ -445,3 +445,69 @@ fn udp_tagged_and_version_1_datagrams() {
     );
     assert!(a.one("_ws.col.Info").starts_with("ack agent="), "{a:?}");
 }
+
+/// A UDP GSO batch as a capture on veth or loopback sees it, before the
+/// device cuts it: datagrams end to end, each padded to the segment size
+/// but the last. The dissector shows each datagram as if it came alone.
+#[test]
+fn udp_gso_batch_seen_before_segmentation() {
+    let Some(tshark) = Tshark::or_skip("udp_gso_batch_seen_before_segmentation") else {
+        return;
+    };
+    let key = tracer_auth::SharedKey::from_bytes(&[9; 32])
+        .unwrap()
+        .mac_key(tracer_auth::Purpose::Datagram);
+    let dgrams = dgrams();
+    for key in [None, Some(&key)] {
+        let build = |d: &Dgram, pad_to| {
+            let v = tracer_codec::WIRE_VERSION;
+            datagram_padded(&d.agent, d.seq, d.lost_events, &d.events, v, key, pad_to)
+        };
+        let alone: Vec<Vec<u8>> = dgrams.iter().map(|d| build(d, None)).collect();
+        let segment = alone.iter().map(Vec::len).max().unwrap() + 40;
+        let mut batch = Vec::new();
+        let mut tags = Vec::new();
+        for (i, d) in dgrams.iter().enumerate() {
+            let last = i + 1 == dgrams.len();
+            let seg = build(d, (!last).then_some(segment));
+            if key.is_some() {
+                // The tag covers the padding: each its own.
+                tags.push(hex(&seg[seg.len() - tracer_codec::MAC_LEN..]));
+            }
+            batch.extend(seg);
+        }
+        assert_eq!(batch.len(), segment * 3 + alone[3].len());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("gso.pcapng");
+        let frames: Vec<Frame> = std::iter::once(&batch)
+            .chain(&alone)
+            .enumerate()
+            .map(|(i, d)| Frame {
+                interface: 0,
+                time_ns: T0 + i as u64 * 1000,
+                data: ethernet_udp(d, DEFAULT_PORT),
+            })
+            .collect();
+        write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
+        let rows = decode(&tshark, &file, &Query::default());
+        assert_eq!(rows.len(), 5);
+        let (gso, singles) = rows.split_first().unwrap();
+        let info = gso.one("_ws.col.Info");
+        assert!(info.starts_with("GSO batch of 4 datagrams: "), "{info}");
+        let concat =
+            |f: &str| -> Vec<String> { singles.iter().flat_map(|r| r.all(f).to_vec()).collect() };
+        for f in [
+            "nettrace.dgram.seq",
+            "nettrace.agent_id",
+            "nettrace.dgram.event_count",
+            "nettrace.kind",
+            "nettrace.event_seq",
+            "nettrace.host",
+        ] {
+            assert_eq!(gso.all(f).to_vec(), concat(f), "{f}");
+        }
+        assert_eq!(gso.all("nettrace.dgram.mac").to_vec(), tags);
+        let header_lens = gso.all("nettrace.dgram.header_len");
+        assert!(header_lens[0].parse::<usize>().unwrap() > tracer_codec::HEADER_FIXED_LEN + 2);
+    }
+}

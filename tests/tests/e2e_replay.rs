@@ -47,13 +47,32 @@ fn recorded(file: &Path) -> Vec<(SocketAddrV4, Vec<u8>)> {
             let ip: Ipv4Addr = f[0].parse().expect("ip.src");
             let port: u16 = f[1].parse().expect("udp.srcport");
             let hex = f[2].replace(':', "");
-            let bytes = (0..hex.len())
+            let bytes: Vec<u8> = (0..hex.len())
                 .step_by(2)
                 .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex payload"))
                 .collect();
             (SocketAddrV4::new(ip, port), bytes)
         })
+        .flat_map(|(from, payload)| {
+            gso_datagrams(&payload)
+                .into_iter()
+                .map(|d| (from, d.to_vec()))
+                .collect::<Vec<_>>()
+        })
         .collect()
+}
+
+/// The datagrams of one captured UDP payload: the agent sends UDP GSO
+/// batches, which a capture on the veth sees whole, before they are cut
+/// into the datagrams a network would carry.
+fn gso_datagrams(mut payload: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while !payload.is_empty() {
+        let len = tracer_codec::datagram_extent(payload).expect("a datagram the agent framed");
+        out.push(&payload[..len]);
+        payload = &payload[len..];
+    }
+    out
 }
 
 #[test]

@@ -16,6 +16,7 @@ use tracer_agent::probes::{
     in_registry_order, known_probe_names, probe_by_name, probes_help, ProbeSpec,
 };
 use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, AgentKeys, NetnsFilter};
+use tracer_agent::sender::BatchSend;
 
 /// nettrace agent: capture kernel network events with eBPF probes and send
 /// them to a tracer-sink, every stamp converted to the global time axis.
@@ -145,6 +146,15 @@ struct Cli {
     /// headers. [range: 256..=65507]
     #[arg(long, value_name = "BYTES", value_parser = tracer_cli::int(MIN_DATAGRAM, MAX_DATAGRAM))]
     max_datagram: Option<u32>,
+
+    /// How datagrams reach the kernel. gso: up to 64 datagrams of
+    /// --max-datagram bytes per system call as UDP GSO segments (each
+    /// padded to that size; the device cuts them apart, so the wire still
+    /// carries --max-datagram byte datagrams); falls back to mmsg where the
+    /// kernel or the route refuses it. mmsg: sendmmsg, one system call,
+    /// one pass down the stack per datagram. off: one send per datagram.
+    #[arg(long, value_enum, default_value_t = BatchSend::Gso, value_name = "MODE")]
+    batch_send: BatchSend,
 
     /// Longest time (ms) an event waits for its datagram to fill.
     /// [range: 1..=10000 ms]
@@ -471,6 +481,7 @@ fn real_main() -> anyhow::Result<()> {
         keys: key.as_ref().map(AgentKeys::from_shared),
         ack_wait: cli.ack_wait,
         max_payload: cli.max_datagram.map(|n| n as usize),
+        batch_send: cli.batch_send,
         flush_after: cli.flush_ms,
         poll_interval: cli.poll_ms,
         slots_per_cpu: cli.ring_slots,
@@ -503,6 +514,21 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(["tracer-agent", "--sink", "127.0.0.1:9"].iter().chain(args))
+    }
+
+    #[test]
+    fn batch_send_is_one_of_three_modes() {
+        assert_eq!(parse(&[]).unwrap().batch_send, BatchSend::Gso);
+        for (v, want) in [
+            ("gso", BatchSend::Gso),
+            ("mmsg", BatchSend::Mmsg),
+            ("off", BatchSend::Off),
+        ] {
+            assert_eq!(parse(&["--batch-send", v]).unwrap().batch_send, want);
+        }
+        for bad in ["", "GSO2", "1", "sendmmsg"] {
+            assert!(parse(&["--batch-send", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use tracer_codec::{
 };
 
 use crate::acks::{AckReject, AckTracker};
-use crate::sender::Transport;
+use crate::sender::{BatchSent, Transport};
 use crate::stats::AgentStats;
 
 /// Without an acknowledgement for this long (after having had some), the
@@ -59,6 +59,13 @@ pub struct Pipeline<T: Transport> {
     /// Whether the warning about acks that stopped was given for the
     /// current silence.
     silence_warned: bool,
+    /// Finished datagrams not handed to the kernel yet, end to end, and
+    /// their lengths and event counts: sent in one batch (UDP GSO or
+    /// sendmmsg) when full, when a partial datagram ends it, or at the
+    /// next tick.
+    batch: Vec<u8>,
+    batch_lens: Vec<usize>,
+    batch_events: Vec<u64>,
     /// Counters, shared with the stats printer.
     pub stats: AgentStats,
 }
@@ -101,6 +108,9 @@ impl<T: Transport> Pipeline<T> {
             max_payload,
             acks: AckTracker::new(id.agent_id, id.boot_id, id.incarnation, None),
             silence_warned: false,
+            batch: Vec::new(),
+            batch_lens: Vec::new(),
+            batch_events: Vec::new(),
             stats: AgentStats::default(),
         }
     }
@@ -156,7 +166,7 @@ impl<T: Transport> Pipeline<T> {
     /// The kind's own counters are the caller's.
     pub fn push_event<E: WireEvent>(&mut self, ev: &E) {
         if !self.builder.push(ev) {
-            self.flush();
+            self.finish_datagram(true);
             // An empty builder always has room for one event.
             let pushed = self.builder.push(ev);
             debug_assert!(pushed);
@@ -173,8 +183,9 @@ impl<T: Transport> Pipeline<T> {
             .pending_since
             .is_some_and(|t| now.duration_since(t) >= self.flush_after);
         if due || (self.builder.is_empty() && self.header.lost_events != self.sent_lost) {
-            self.send_datagram();
+            self.finish_datagram(false);
         }
+        self.send_batch();
         self.poll_acks(now);
     }
 
@@ -265,11 +276,17 @@ impl<T: Transport> Pipeline<T> {
     /// event is pending (so losses at the very end still reach the sink).
     pub fn flush(&mut self) {
         if !self.builder.is_empty() || self.header.lost_events != self.sent_lost {
-            self.send_datagram();
+            self.finish_datagram(false);
         }
+        self.send_batch();
     }
 
-    fn send_datagram(&mut self) {
+    /// Frame the pending events into the batch. A `full` datagram (the
+    /// next event did not fit) is padded to the transport's segment size
+    /// when it batches with UDP GSO; any other ends the batch, which goes
+    /// out now, as does a batch that reached its size.
+    fn finish_datagram(&mut self, full: bool) {
+        let shape = self.transport.batch_shape();
         let count = self.builder.count() as u64;
         self.header.seq = self.next_seq;
         self.header.first_event_seq = self.next_event_seq;
@@ -277,10 +294,16 @@ impl<T: Transport> Pipeline<T> {
         // it left: what lets a sink with a key tell a replay (wire v3).
         self.header.sink_instance = self.acks.bound();
         self.header.sent_mono_ns = clocksync::now_ns(clocksync::ClockId::Monotonic).unwrap_or(0);
-        let bytes = match &self.key {
-            Some(k) => self.builder.finish_with_mac(&self.header, |d| k.tag(d)),
-            None => self.builder.finish(&self.header),
-        };
+        let pad_to = if full { shape.segment } else { None };
+        let key = &self.key;
+        let len = self.builder.finish_into(
+            &self.header,
+            pad_to,
+            key.as_ref().map(|k| move |d: &[u8]| k.tag(d)),
+            &mut self.batch,
+        );
+        self.batch_lens.push(len);
+        self.batch_events.push(count);
         // Sequence numbers advance even if the send fails: the sink then
         // sees the gap and counts the loss.
         self.next_seq += 1;
@@ -288,23 +311,40 @@ impl<T: Transport> Pipeline<T> {
         self.pending_since = None;
         self.sent_lost = self.header.lost_events;
         self.stats.events_sequenced = self.next_event_seq;
-        match self.transport.send(&bytes) {
-            Ok(()) => {
-                self.stats.datagrams += 1;
-                self.stats.bytes += bytes.len() as u64;
-            }
-            Err(e) => {
-                if e.kind() == std::io::ErrorKind::ConnectionRefused {
-                    // ICMP port unreachable, reported on this send.
-                    self.stats.sink_unreachable += 1;
-                }
-                if self.stats.send_errors == 0 || self.stats.send_errors.is_power_of_two() {
-                    tracing::warn!(error = %e, failures = self.stats.send_errors + 1, "sending to the sink failed; is tracer-sink running and reachable?");
-                }
-                self.stats.send_errors += 1;
-                self.stats.events_unsent += count;
-            }
+        if !full || self.batch_lens.len() >= shape.max_datagrams {
+            self.send_batch();
         }
+    }
+
+    /// Hand the batch to the kernel and count what went and what did not.
+    fn send_batch(&mut self) {
+        if self.batch_lens.is_empty() {
+            return;
+        }
+        let BatchSent {
+            datagrams,
+            calls,
+            error,
+        } = self.transport.send_batch(&self.batch, &self.batch_lens);
+        self.stats.send_calls += calls as u64;
+        self.stats.datagrams += datagrams as u64;
+        self.stats.bytes += self.batch_lens[..datagrams].iter().sum::<usize>() as u64;
+        if let Some(e) = error {
+            let failed = self.batch_lens.len() - datagrams;
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                // ICMP port unreachable, reported on this send.
+                self.stats.sink_unreachable += 1;
+            }
+            if self.stats.send_errors == 0 || self.stats.send_errors.is_power_of_two() {
+                tracing::warn!(error = %e, failures = self.stats.send_errors + 1, datagrams = failed,
+                    "sending to the sink failed; is tracer-sink running and reachable?");
+            }
+            self.stats.send_errors += failed as u64;
+            self.stats.events_unsent += self.batch_events[datagrams..].iter().sum::<u64>();
+        }
+        self.batch.clear();
+        self.batch_lens.clear();
+        self.batch_events.clear();
     }
 
     /// The transport (tests).
@@ -324,9 +364,36 @@ mod tests {
         fail_next: bool,
         /// Datagrams "from the sink", read by `recv`.
         inbox: std::collections::VecDeque<Vec<u8>>,
+        /// Batches as a GSO transport takes them (default: one by one).
+        shape: Option<crate::sender::BatchShape>,
+        /// Datagram counts of the batches given.
+        batches: Vec<usize>,
     }
 
     impl Transport for Capture {
+        fn batch_shape(&self) -> crate::sender::BatchShape {
+            self.shape.unwrap_or_default()
+        }
+
+        fn send_batch(&mut self, buf: &[u8], lens: &[usize]) -> BatchSent {
+            self.batches.push(lens.len());
+            let mut sent = BatchSent {
+                calls: 1,
+                ..BatchSent::default()
+            };
+            if std::mem::take(&mut self.fail_next) {
+                sent.error = Some(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+                return sent;
+            }
+            let mut off = 0;
+            for &l in lens {
+                self.sent.push(buf[off..off + l].to_vec());
+                off += l;
+            }
+            sent.datagrams = lens.len();
+            sent
+        }
+
         fn send(&mut self, d: &[u8]) -> std::io::Result<()> {
             if std::mem::take(&mut self.fail_next) {
                 return Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
@@ -476,6 +543,86 @@ mod tests {
         let per = (1472 - 72) / (tracer_codec::RECORD_HEADER_LEN + TxEvent::BODY_LEN);
         assert_eq!(per, 11);
         assert_eq!(sent.len(), 100usize.div_ceil(per));
+    }
+
+    #[test]
+    fn gso_batches_pad_full_datagrams_to_the_segment_and_count_per_datagram() {
+        let key = tracer_auth::SharedKey::from_bytes(&[4; 32]).unwrap();
+        let dk = key.mac_key(tracer_auth::Purpose::Datagram);
+        let ak = key.mac_key(tracer_auth::Purpose::Ack);
+        let capture = Capture {
+            shape: Some(crate::sender::BatchShape {
+                max_datagrams: 4,
+                segment: Some(1472),
+            }),
+            ..Capture::default()
+        };
+        let mut p =
+            Pipeline::new(&id(), capture, 1472, Duration::from_secs(60)).with_keys(dk.clone(), ak);
+        for i in 0..100u64 {
+            p.push(&TxEvent {
+                cookie: i,
+                ..TxEvent::default()
+            });
+        }
+        // Four full datagrams make a batch; the rest waits for the tick.
+        assert_eq!(p.transport().batches, [4, 4]);
+        p.tick(Instant::now());
+        assert_eq!(
+            p.transport().batches,
+            [4, 4, 1],
+            "the tick sends a started batch"
+        );
+        p.flush();
+        let sent = &p.transport().sent;
+        let (last, full) = sent.split_last().unwrap();
+        assert!(full.iter().all(|d| d.len() == 1472), "full ones padded");
+        assert!(last.len() < 1472, "the partial one is not");
+        let mut cookies = Vec::new();
+        for (i, d) in sent.iter().enumerate() {
+            let v = tracer_codec::DatagramView::parse(d).unwrap();
+            assert_eq!(v.header().seq, i as u64);
+            let (signed, tag) = tracer_codec::mac_trailer(d, v.header()).expect("tagged");
+            assert!(dk.verify(signed, tag));
+            for (_, e) in Datagram::decode(d).unwrap().records {
+                if let tracer_codec::Event::Tx(t) = e {
+                    cookies.push(t.cookie);
+                }
+            }
+        }
+        assert_eq!(cookies, (0..100).collect::<Vec<_>>());
+        assert_eq!(p.stats.send_calls, p.transport().batches.len() as u64);
+        assert_eq!(p.stats.datagrams, sent.len() as u64);
+        assert_eq!(
+            p.stats.bytes,
+            sent.iter().map(Vec::len).sum::<usize>() as u64
+        );
+    }
+
+    #[test]
+    fn a_failed_batch_counts_each_of_its_datagrams_and_events() {
+        let capture = Capture {
+            shape: Some(crate::sender::BatchShape {
+                max_datagrams: 3,
+                segment: Some(1472),
+            }),
+            fail_next: true,
+            ..Capture::default()
+        };
+        let mut p = Pipeline::new(&id(), capture, 1472, Duration::from_secs(60));
+        // 11 TX events fill a datagram: 3 full datagrams, then one more event.
+        for _ in 0..34 {
+            p.push(&TxEvent::default());
+        }
+        p.flush();
+        assert_eq!((p.stats.send_errors, p.stats.events_unsent), (3, 33));
+        assert_eq!(p.stats.sink_unreachable, 1);
+        let d = Datagram::decode(&p.transport().sent[0]).unwrap();
+        assert_eq!(
+            (d.header.seq, d.header.first_event_seq),
+            (3, 33),
+            "the sink sees the gap"
+        );
     }
 
     #[test]

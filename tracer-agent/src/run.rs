@@ -19,7 +19,7 @@ use crate::probes::{
     RecordError,
 };
 use crate::self_traffic::SelfTraffic;
-use crate::sender::UdpTransport;
+use crate::sender::{BatchSend, UdpTransport};
 use crate::stats::{bpf_prog_info, AgentStats};
 use tracer_codec::ClockState;
 
@@ -64,6 +64,8 @@ pub struct AgentConfig {
     pub identity: AgentIdentity,
     /// Datagram payload size; None derives it from the route MTU.
     pub max_payload: Option<usize>,
+    /// How datagrams reach the kernel (`--batch-send`).
+    pub batch_send: BatchSend,
     /// Longest an event waits in a partial datagram.
     pub flush_after: Duration,
     /// Drain period of the probe's ring.
@@ -173,9 +175,11 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         (spec.check)(&probe_cfg)?;
     }
     let transport =
-        UdpTransport::connect(cfg.sink, cfg.max_payload).map_err(|source| AgentError::Socket {
-            sink: cfg.sink,
-            source,
+        UdpTransport::connect(cfg.sink, cfg.max_payload, cfg.batch_send).map_err(|source| {
+            AgentError::Socket {
+                sink: cfg.sink,
+                source,
+            }
         })?;
     let max_payload = transport.max_payload();
     let (mut clock, mut local) =

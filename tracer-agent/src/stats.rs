@@ -35,6 +35,9 @@ pub struct AgentStats {
     pub datagrams: u64,
     /// Bytes handed to the kernel (UDP payload).
     pub bytes: u64,
+    /// System calls that handed them (`--batch-send`: up to 64
+    /// datagrams per call).
+    pub send_calls: u64,
     /// Events given a sequence number (put into a datagram, whether its
     /// send succeeded or not): `events_delivered + events_sink_lost +
     /// events_unconfirmed`.
@@ -157,9 +160,10 @@ impl AgentStats {
             }
         ));
         s.push_str(&format!(
-            "handed to the kernel:\n  datagrams   {:>12}\n  bytes       {:>12}\n  send errors {:>12}\n  unreachable {:>12}\n  acks        {:>12}\n  acks refused{:>12}\nbpf:\n  sockets     {:>12}\n  tag errors  {:>12}\n  sockopt err {:>12}\n",
+            "handed to the kernel:\n  datagrams   {:>12}\n  bytes       {:>12}\n  send calls  {:>12}\n  send errors {:>12}\n  unreachable {:>12}\n  acks        {:>12}\n  acks refused{:>12}\nbpf:\n  sockets     {:>12}\n  tag errors  {:>12}\n  sockopt err {:>12}\n",
             self.datagrams,
             self.bytes,
+            self.send_calls,
             self.send_errors,
             self.sink_unreachable,
             self.acks,

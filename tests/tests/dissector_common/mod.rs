@@ -464,6 +464,20 @@ pub fn datagram_with(
     version: u16,
     key: Option<&tracer_auth::MacKey>,
 ) -> Vec<u8> {
+    datagram_padded(agent, seq, lost_events, events, version, key, None)
+}
+
+/// [`datagram_with`], padded to `pad_to` bytes as an agent pads the
+/// datagrams of a UDP GSO batch.
+pub fn datagram_padded(
+    agent: &Agent,
+    seq: u64,
+    lost_events: u64,
+    events: &[Sent],
+    version: u16,
+    key: Option<&tracer_auth::MacKey>,
+    pad_to: Option<usize>,
+) -> Vec<u8> {
     let mut b = DatagramBuilder::for_version(agent.host, 65_000, version).with_mac_room();
     for s in events {
         let (kind, body) = s.record.kind_body();
@@ -490,10 +504,9 @@ pub fn datagram_with(
         sent_mono_ns: SENT_MONO_NS,
         hostname: agent.host.to_owned(),
     };
-    match key {
-        Some(k) => b.finish_with_mac(&header, |d| k.tag(d)),
-        None => b.finish(&header),
-    }
+    let mut out = Vec::new();
+    b.finish_into(&header, pad_to, key.map(|k| |d: &[u8]| k.tag(d)), &mut out);
+    out
 }
 
 /// The pcapng frame payload the sink writes for `s`.
