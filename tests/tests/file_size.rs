@@ -17,6 +17,7 @@ const MAX_LINES: usize = 500;
 /// from here).
 const BEING_SPLIT: &[&str] = &[
     // being split
+    "tracer-agent/src/main.rs",
     "tracer-agent/src/run.rs",
     "tracer-sink/src/pcapng.rs",
     "tracer-sink/src/peers.rs",
