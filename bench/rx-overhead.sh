@@ -47,7 +47,9 @@
 # Env: ROUNDS (7), SECS (10), RATE (2G), DROP_RATE (10M, UDP, 1000-byte
 # datagrams), MODES ("none 1 100 ref clock"; "none" first, it pairs each round),
 # EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
-# EPS_SECS ($SECS); EPS_RATES="" skips (3), ROUNDS=0 skips (1) and (2).
+# EPS_SECS ($SECS), EPS_BATCH ("gso off": the agent's --batch-send modes, each
+# step runs one agent per mode); EPS_RATES="" skips (3), ROUNDS=0 skips (1)
+# and (2).
 # PERF=1: profile the agent with perf (call graphs) during each step of (3)
 # and print its 25 hottest symbols per step: where its CPU per event goes.
 #
@@ -61,7 +63,7 @@ source scripts/setup.sh
 ROUNDS=${ROUNDS:-7} SECS=${SECS:-10} RATE=${RATE:-2G} DROP_RATE=${DROP_RATE:-10M}
 MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
-EPS_SECS=${EPS_SECS:-$SECS}
+EPS_SECS=${EPS_SECS:-$SECS} EPS_BATCH=${EPS_BATCH:-"gso off"}
 PERF=${PERF:-}
 if [[ -n $PERF ]] && ! command -v perf >/dev/null; then
     echo "installing perf (linux-perf) for PERF=1" >&2
@@ -230,7 +232,7 @@ import json, sys
 try:
     s = json.load(sys.stdin)["stats"]
     ev = sum(s["events_by_stage"]) + sum(s["rx_events_by_stage"]) + s["drop_events"] + s["tcp_events"]
-    print(ev, s["bpf"]["ringbuf_lost"] + s.get("ring_overruns", 0), s["datagrams"], s.get("bytes_sent", 0))
+    print(ev, s["bpf"]["ringbuf_lost"] + s.get("ring_overruns", 0), s["datagrams"], s.get("send_calls", 0))
 except Exception:
     print("0 0 0 0")'
 }
@@ -317,7 +319,9 @@ if [[ -n $EPS_RATES ]]; then
     echo "   columns: rate gbps events events_per_s lost agent_cpu_s"
     ip netns exec $A ethtool -K $DA tso off gso off > /dev/null
     for rate in $EPS_RATES; do
-        start_agent 1
+      all_lost=1
+      for batch in $EPS_BATCH; do
+        start_agent 1 --batch-send "$batch"
         a0=$(proc_jiffies $AGENT); t0=$(date +%s.%N)
         perf_pid=
         if [[ -n $PERF ]]; then
@@ -328,19 +332,23 @@ if [[ -n $EPS_RATES ]]; then
         a1=$(proc_jiffies $AGENT); t1=$(date +%s.%N)
         if [[ -n $perf_pid ]]; then
             kill -INT "$perf_pid"; wait "$perf_pid" || true
-            echo "   agent profile at $rate (self time by object, perf):"
+            echo "   agent profile at $rate, --batch-send $batch (self time by object, perf):"
             perf report -i "$WORK/perf-$rate.data" --no-children --sort dso --stdio 2>/dev/null \
                 | awk '/^ +[0-9]/ && n++ < 5 { print "     " $0 }'
-            echo "   agent profile at $rate (self time, perf):"
+            echo "   agent profile at $rate, --batch-send $batch (self time, perf):"
             perf report -i "$WORK/perf-$rate.data" --no-children --sort dso,sym --stdio 2>/dev/null \
                 | awk '/^ +[0-9]/ && n++ < 25 { print "     " $0 }'
         fi
         stop_agent
-        read -r ev lost dgrams _ < <(agent_events)
-        floor=$(send_floor "$ev" "$dgrams" "$(python3 -c "print($t1-$t0)")")
-        echo "$rate $(gbps "$WORK/iperf.json") $ev $(python3 -c "print(round($ev/($t1-$t0)))") $lost $(python3 -c "print(($a1-$a0)/$HZ)") $dgrams $floor" \
+        read -r ev lost dgrams calls < <(agent_events)
+        # The floor of one send per datagram: beside the agent that sends so.
+        floor=-
+        [[ $batch == off ]] && floor=$(send_floor "$ev" "$dgrams" "$(python3 -c "print($t1-$t0)")")
+        echo "$rate $(gbps "$WORK/iperf.json") $ev $(python3 -c "print(round($ev/($t1-$t0)))") $lost $(python3 -c "print(($a1-$a0)/$HZ)") $dgrams $floor $batch $calls" \
             | tee -a "$WORK/eps.txt"
-        ((lost == 0)) || break
+        ((lost > 0)) || all_lost=0
+      done
+      ((all_lost == 0)) || break
     done
     ip netns exec $A ethtool -K $DA tso on gso on > /dev/null
 fi
@@ -399,19 +407,24 @@ if h:
             print(f"    {TP.get(hk, hk):26s} {m:5s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {med(runs(m, hk)):11.0f}")
 e = [l.split() for l in open(eps)]
 if e:
-    print("(3) events/s, TSO/GSO off; agent CPU per million events, and the floor of sending them (flood, same datagrams, same rate)")
-    for r in e:
-        ev, cpu_s = float(r[2]), float(r[5])
-        per_m = f"{cpu_s / ev * 1e6:.3f} s" if ev else "-"
-        floor = f"{float(r[7]) / ev * 1e6:.3f} s" if ev and len(r) > 7 else "-"
-        own = f"{(cpu_s - float(r[7])) / ev * 1e6:.3f} s" if ev and len(r) > 7 else "-"
-        print(f"    rate {r[0]:>5s}  {float(r[1]):6.2f} Gbit/s  {float(r[3]):>10.0f} events/s  lost {r[4]:>8s}  agent CPU {cpu_s:6.2f} s  per M events {per_m}"
-              f"  (floor {floor}, own {own}; {r[6] if len(r) > 6 else '-'} datagrams)")
-    ok = [r for r in e if int(r[4]) == 0]
-    if ok:
-        best = max(ok, key=lambda r: float(r[3]))
-        print(f"    highest loss-free: {float(best[3]):.0f} events/s (rate {best[0]})"
-              + ("" if len(ok) < len(e) else "; no loss at any step: the flow, not the agent, was the limit"))
-    else:
-        print("    loss at the first step already")
+    print("(3) events/s, TSO/GSO off; agent CPU per million events by --batch-send mode, and the floor of")
+    print("    one send per datagram (flood, same datagrams, same rate) beside the mode that sends so (off)")
+    for mode in dict.fromkeys(r[8] for r in e):
+        rows = [r for r in e if r[8] == mode]
+        print(f"  --batch-send {mode}:")
+        for r in rows:
+            ev, cpu_s = float(r[2]), float(r[5])
+            per_m = f"{cpu_s / ev * 1e6:.3f} s" if ev else "-"
+            has_floor = ev and r[7] != "-"
+            floor = f"{float(r[7]) / ev * 1e6:.3f} s" if has_floor else "-"
+            own = f"{(cpu_s - float(r[7])) / ev * 1e6:.3f} s" if has_floor else "-"
+            print(f"    rate {r[0]:>5s}  {float(r[1]):6.2f} Gbit/s  {float(r[3]):>10.0f} events/s  lost {r[4]:>8s}  agent CPU {cpu_s:6.2f} s  per M events {per_m}"
+                  f"  (floor {floor}, own {own}; {r[6]} datagrams in {r[9]} send calls)")
+        ok = [r for r in rows if int(r[4]) == 0]
+        if ok:
+            best = max(ok, key=lambda r: float(r[3]))
+            print(f"    highest loss-free: {float(best[3]):.0f} events/s (rate {best[0]})"
+                  + ("" if len(ok) < len(rows) else "; no loss at any step: the flow, not the agent, was the limit"))
+        else:
+            print("    loss at the first step already")
 PY

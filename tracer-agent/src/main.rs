@@ -164,7 +164,9 @@ struct Cli {
     /// Drain period of the probe's ring (ms). The probe never wakes the
     /// agent, to keep the traced path cheap; this bounds the delay of
     /// events. Each drain is a context switch on the traced host: keep it
-    /// long (the agent drains every 5 ms while the ring fills fast).
+    /// long (while a ring fills fast the agent drains sooner, often enough
+    /// that the ring is no more than a quarter full at the rate it saw,
+    /// down to every 1 ms).
     /// [range: 1..=10000 ms]
     #[arg(long, default_value = "100", value_name = "MS", value_parser = tracer_cli::millis(1, 10_000))]
     poll_ms: Duration,

@@ -233,13 +233,18 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     let mut last_counters = Instant::now();
     let mut last_state = conv.state;
     let mut wait = cfg.poll_interval;
+    let mut last_drain = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         sleep_unless_stopped(wait, stop);
-        // A backlog past a quarter of a ring: come back soon.
-        wait = match drain(&mut probes, &mut p, &conv, &mut local) {
-            Some(backlog) if backlog > u64::from(cfg.slots_per_cpu / 4) => BUSY_POLL,
-            _ => cfg.poll_interval,
-        };
+        let started = Instant::now();
+        let backlog = drain(&mut probes, &mut p, &conv, &mut local);
+        wait = next_poll(
+            backlog.unwrap_or(0),
+            started.duration_since(last_drain),
+            cfg.slots_per_cpu,
+            cfg.poll_interval,
+        );
+        last_drain = started;
         let now = Instant::now();
         // Events drained above used the previous snapshot; clock events
         // carry their own stamps, so order within a datagram is harmless.
@@ -319,8 +324,25 @@ fn self_traffic_of(cfg: &AgentConfig) -> Result<SelfTraffic, AgentError> {
     Ok(t)
 }
 
-/// Poll period while the ring is filling fast.
-const BUSY_POLL: Duration = Duration::from_millis(5);
+/// Shortest wait between drains.
+const MIN_POLL: Duration = Duration::from_millis(1);
+
+/// How long to sleep before the next drain: long enough to batch, short
+/// enough that the fullest CPU's ring, filling as fast as it did since the
+/// last drain (`backlog` records in `elapsed`), reaches only a quarter of
+/// its `slots` by then; `poll` (--poll-ms) while it fills slower. A burst
+/// that starts while the agent sleeps can still fill the rest of the ring.
+fn next_poll(backlog: u64, elapsed: Duration, slots: u32, poll: Duration) -> Duration {
+    let room = u128::from(slots / 4).max(1);
+    let backlog = u128::from(backlog);
+    if backlog == 0 {
+        return poll;
+    }
+    // room / (backlog / elapsed), in ns, without floats.
+    let ns = room * elapsed.as_nanos() / backlog;
+    let wait = Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+    wait.clamp(MIN_POLL.min(poll), poll)
+}
 
 /// Sleep `d`, in slices, returning early once `stop` is set.
 fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
@@ -542,6 +564,28 @@ pub fn hostname() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_drain_period_follows_the_fill_rate() {
+        let poll = Duration::from_millis(100);
+        let ms = Duration::from_millis;
+        // Idle or slow: the configured period.
+        assert_eq!(next_poll(0, ms(100), 32768, poll), poll);
+        assert_eq!(next_poll(100, ms(100), 32768, poll), poll);
+        // 8192 records (a quarter) in 100 ms: come back in 100 ms.
+        assert_eq!(next_poll(8192, ms(100), 32768, poll), poll);
+        // 32768 in 100 ms (327 k/s on one CPU): a quarter takes 25 ms.
+        assert_eq!(next_poll(32768, ms(100), 32768, poll), ms(25));
+        // 1 M/s: 8 ms; faster still: never below 1 ms.
+        assert_eq!(
+            next_poll(10_000, ms(10), 32768, poll),
+            Duration::from_micros(8192)
+        );
+        assert_eq!(next_poll(1 << 20, ms(1), 32768, poll), MIN_POLL);
+        // A --poll-ms under the floor is kept.
+        assert_eq!(next_poll(1 << 20, ms(1), 64, ms(1) / 2), ms(1) / 2);
+    }
+
     use super::*;
     use std::error::Error;
 
