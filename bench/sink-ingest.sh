@@ -23,7 +23,11 @@
 # AUTH ("off on": which modes to run), SIZES ("1472 65000"),
 # COMMENTS ("on off"), FLAT (1: also the flat-out runs),
 # BENCH_OUT_DIR (where the sink writes; default a fresh dir under
-# ${TMPDIR:-/tmp}; use /dev/shm to take the disk out of the picture).
+# ${TMPDIR:-/tmp}; use /dev/shm to take the disk out of the picture),
+# SINK_BIN (the sink binary to measure; default this tree's
+# target/release/tracer-sink: point it at a build of another commit to
+# compare two sinks against the same senders), BUILD (1: cargo build this
+# tree's sink and examples first; 0: use what is built).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -39,12 +43,13 @@ BASE=${BENCH_OUT_DIR:-${TMPDIR:-/tmp}}
 WORK=$(mktemp -d "$BASE/sink-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
-cargo build --release -q -p tracer-sink --bins --examples
+BUILD=${BUILD:-1}
+[[ $BUILD == 1 ]] && cargo build --release -q -p tracer-sink --bins --examples
 HZ=$(getconf CLK_TCK)
-SINK=target/release/tracer-sink
+SINK=${SINK_BIN:-target/release/tracer-sink}
 FLOOD=target/release/examples/flood
 
-echo "# output on $(stat -f -c %T "$WORK") ($WORK), $(nproc) cores, senders=$SENDERS"
+echo "# sink $SINK, output on $(stat -f -c %T "$WORK") ($WORK), $(nproc) cores, senders=$SENDERS"
 # One deployment key for the keyed runs (owner-only, as the tools demand).
 KEY="$WORK/bench.key"
 head -c 32 /dev/urandom >"$KEY"

@@ -67,7 +67,10 @@ pub const SINK_REASONS: &[&str] = &[
 /// (they would reach logs, the stats table and pcapng interface names,
 /// where they hide or reorder text).
 pub fn has_control(host: &str) -> bool {
-    host.chars().any(tracer_cli::text::hides_text)
+    // Printable ASCII hides nothing: most names are decided without
+    // decoding a character (this runs for every datagram).
+    !host.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && host.chars().any(tracer_cli::text::hides_text)
 }
 
 fn sanitized(c: char) -> char {
@@ -86,6 +89,10 @@ pub fn push_sanitized(out: &mut String, host: &str) {
 
 /// True when `stored` is `raw` sanitized (compared without allocating).
 fn same_sanitized(stored: &str, raw: &str) -> bool {
+    if raw.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        // Printable ASCII is stored as it is (checked for every datagram).
+        return stored == raw;
+    }
     stored.chars().eq(raw.chars().map(sanitized))
 }
 
@@ -265,9 +272,22 @@ impl AgentTable {
         src: SocketAddr,
         now: Instant,
     ) -> Observation {
+        self.observe_known(self.index_of(&AgentKey::of(h)), h, src, now)
+    }
+
+    /// [`observe`](Self::observe) for a caller that has already looked the
+    /// agent up: `known` is [`index_of`](Self::index_of) its key (the key
+    /// is hashed once per datagram).
+    pub fn observe_known(
+        &mut self,
+        known: Option<u32>,
+        h: &DatagramHeaderRef<'_>,
+        src: SocketAddr,
+        now: Instant,
+    ) -> Observation {
         let key = AgentKey::of(h);
-        let (index, is_new) = match self.by_key.get(&key) {
-            Some(&i) => (i, false),
+        let (index, is_new) = match known {
+            Some(i) => (i, false),
             None => {
                 if self.agents.len() >= MAX_AGENTS {
                     return Observation::Reject("too_many_agents");

@@ -76,20 +76,36 @@ impl Batch {
     /// made the sink's memory grow to hundreds of MB at 100 k events/s.
     /// So a batch with much more capacity than content is copied into a
     /// right-sized one (a small copy, by construction), and the large
-    /// one stays here for the next burst. The memory the reorder buffer
-    /// holds is then at most [`SLACK_FACTOR`] times its events' bytes.
+    /// one goes to the pool for a burst that needs it. The memory the
+    /// reorder buffer holds is then at most [`SLACK_FACTOR`] times its
+    /// events' bytes.
+    ///
+    /// Either way `self` is then replaced by the pool's batch that best
+    /// fits a burst like this one. Right-sized copies are made in
+    /// power-of-two sizes, so that under a steady load the pool's batches
+    /// fit the next bursts and are used again (fresh memory costs a page
+    /// fault per 4 KiB written into it), and bursts are handed over
+    /// without a copy.
     pub fn take_fitting(&mut self, pool: &BatchPool) -> Batch {
+        let (data, events) = (self.data.len(), self.events.len());
         let cap = self.capacity_bytes();
         if cap > SLACK_MIN_BYTES && self.content_bytes() * SLACK_FACTOR < cap {
-            let mut b = Batch::with_capacity(self.data.len(), self.events.len());
+            let mut b = pool.take_fit(data, events).unwrap_or_else(|| {
+                Batch::with_capacity(data.next_power_of_two(), events.next_power_of_two())
+            });
             b.data.extend_from_slice(&self.data);
             b.events.extend_from_slice(&self.events);
             b.arrived = self.arrived;
             b.max_ts = self.max_ts;
-            self.clear();
+            // The next bursts are likely like this one: fill a batch of
+            // their size, which can then be handed over without a copy,
+            // and keep the large one for a burst that needs it.
+            let next = pool.take_for(data + data / 2, events + events / 2);
+            pool.give(std::mem::replace(self, next));
             b
         } else {
-            std::mem::replace(self, pool.take())
+            // Half as much again: room for a somewhat larger next burst.
+            std::mem::replace(self, pool.take_for(data + data / 2, events + events / 2))
         }
     }
 
@@ -111,38 +127,98 @@ impl Batch {
 /// Batches the writer is done with, for the receive task to fill again:
 /// their memory is already mapped, so reusing them spares the page faults
 /// and allocator work of fresh ones at a million events per second.
+///
+/// Bounded by bytes, not by count: under load the receive task hands over
+/// a batch about every millisecond and the writer returns them in bursts,
+/// so a pool of 16 ran empty and overflowed by turns (10 k page faults a
+/// second at 1 M events/s); batches that size fit by the hundred in the
+/// same 32 MB.
 #[derive(Debug, Default)]
 pub(crate) struct BatchPool {
-    free: Mutex<Vec<Batch>>,
+    free: Mutex<Spare>,
+}
+
+/// The pool's batches and their capacity in bytes.
+#[derive(Debug, Default)]
+struct Spare {
+    batches: Vec<Batch>,
+    bytes: usize,
+}
+
+impl Spare {
+    fn remove(&mut self, i: usize) -> Batch {
+        let mut b = self.batches.swap_remove(i);
+        self.bytes -= b.capacity_bytes();
+        b.clear();
+        b
+    }
 }
 
 impl BatchPool {
-    /// Batches kept at most.
-    const MAX: usize = 16;
+    /// Bytes of spare batches kept at most.
+    const MAX_TOTAL_BYTES: usize = 32 << 20;
+    /// Spare batches kept at most (each take looks at all of them).
+    const MAX: usize = 256;
     /// A batch that grew larger than this is not kept (a full batch of
     /// 8192 MTU-datagram events holds about 1.5 MB).
     const MAX_BYTES: usize = 2 << 20;
 
-    /// A cleared batch from the pool, or a new one.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Spare> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A cleared batch from the pool (the largest), or a new one.
     pub fn take(&self) -> Batch {
-        let b = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        match b {
-            Some(mut b) => {
-                b.clear();
-                b
-            }
-            None => Batch::new(),
+        self.take_for(usize::MAX, usize::MAX)
+    }
+
+    /// A cleared batch for a burst of about `data` bytes and `events`
+    /// events: the smallest in the pool that holds them, else the largest
+    /// (it grows), else a new one.
+    pub fn take_for(&self, data: usize, events: usize) -> Batch {
+        let mut free = self.lock();
+        let all = &free.batches;
+        let holds = |b: &Batch| b.data.capacity() >= data && b.events.capacity() >= events;
+        let pick = (0..all.len())
+            .filter(|&i| holds(&all[i]))
+            .min_by_key(|&i| all[i].capacity_bytes())
+            .or_else(|| (0..all.len()).max_by_key(|&i| all[i].capacity_bytes()));
+        match pick {
+            Some(i) => free.remove(i),
+            None if data == usize::MAX => Batch::new(),
+            None => Batch::with_capacity(data.next_power_of_two(), events.next_power_of_two()),
         }
     }
 
-    /// Return a batch whose events are all written.
+    /// A cleared batch from the pool that holds `data` bytes and `events`
+    /// events without growing and whose capacity is within
+    /// [`SLACK_FACTOR`] times that content (the smallest), if there is one.
+    pub fn take_fit(&self, data: usize, events: usize) -> Option<Batch> {
+        let content = data + events * std::mem::size_of::<EventMeta>();
+        let mut free = self.lock();
+        let all = &free.batches;
+        let i = (0..all.len())
+            .filter(|&i| {
+                let b = &all[i];
+                b.data.capacity() >= data
+                    && b.events.capacity() >= events
+                    && b.capacity_bytes() <= content * SLACK_FACTOR
+            })
+            .min_by_key(|&i| all[i].capacity_bytes())?;
+        Some(free.remove(i))
+    }
+
+    /// Return a batch whose events are all written (or one the receive
+    /// task no longer needs).
     pub fn give(&self, b: Batch) {
-        if b.capacity_bytes() > Self::MAX_BYTES {
+        let size = b.capacity_bytes();
+        if size > Self::MAX_BYTES {
             return;
         }
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        if free.len() < Self::MAX {
-            free.push(b);
+        let mut free = self.lock();
+        if free.batches.len() < Self::MAX && free.bytes + size <= Self::MAX_TOTAL_BYTES {
+            free.bytes += size;
+            free.batches.push(b);
         }
     }
 }
@@ -206,7 +282,9 @@ mod tests {
         let full = b.take_fitting(&pool);
         assert_eq!(full.events.len(), 8192);
         // ... a pooled batch reused after it keeps that size; a few events
-        // in it are copied out into a small batch, and it stays for reuse.
+        // in it are copied out into a small batch, and it goes back to the
+        // pool for reuse while a batch the size of the burst takes its
+        // place.
         pool.give(full);
         let mut b = pool.take();
         let big = b.capacity_bytes();
@@ -224,6 +302,30 @@ mod tests {
             small.capacity_bytes()
         );
         assert!(b.events.is_empty());
-        assert_eq!(b.capacity_bytes(), big);
+        assert!(b.capacity_bytes() < big);
+        assert_eq!(pool.take().capacity_bytes(), big);
+    }
+
+    #[test]
+    fn the_pool_hands_out_the_smallest_batch_that_holds_a_burst() {
+        let pool = BatchPool::default();
+        for n in [4usize, 64, 16] {
+            let mut b = Batch::with_capacity(n << 10, n);
+            b.data.push(1);
+            pool.give(b);
+        }
+        let b = pool.take_for(10 << 10, 10);
+        assert_eq!((b.data.capacity(), b.events.len()), (16 << 10, 0));
+        assert!(b.data.is_empty(), "handed out cleared");
+        // Nothing holds it: the largest, to grow.
+        assert_eq!(pool.take_for(1 << 20, 1).data.capacity(), 64 << 10);
+        // Within the slack only.
+        assert!(pool.take_fit(100, 1).is_none());
+        assert_eq!(pool.take_fit(2 << 10, 1).unwrap().data.capacity(), 4 << 10);
+        // Bounded by bytes.
+        for _ in 0..100 {
+            pool.give(Batch::with_capacity(1 << 20, 1));
+        }
+        assert!(pool.lock().bytes <= BatchPool::MAX_TOTAL_BYTES);
     }
 }

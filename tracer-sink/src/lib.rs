@@ -6,24 +6,27 @@
 //! `127.0.0.1:0`. Data path:
 //!
 //! ```text
-//! UDP socket -> receive task (tokio): recvmmsg, tag check (with a key),
-//!               DatagramView::parse, per-agent sequence, acks back
+//! UDP socket -> receive task (tokio): recvmmsg, header read once, tag
+//!               check (with a key), the rest validated, per-agent
+//!               sequence, acks back; under load one wakeup a millisecond
 //!            -> batches over a bounded channel (recycled through a pool)
-//!            -> writer thread: reorder buffer (time buckets) -> pcapng
-//!               (SHB/IDB/ISB by pcap-file, EPBs encoded in place) -> files
-//!               (written in 1 MiB chunks, write-behind)
+//!            -> writer thread: reorder buffer (time buckets of event
+//!               references) -> pcapng (SHB/IDB/ISB by pcap-file, EPBs
+//!               encoded in place) -> files (written in 1 MiB chunks,
+//!               write-behind)
 //! ```
 //!
 //! Memory is bounded by configuration, not by what senders do:
 //! - batches in flight: [`CHANNEL_BATCHES`] (64) of at most 8192 events
-//!   (about 1.6 MB each with MTU-sized datagrams), plus at most 16 spare
-//!   batches of at most 2 MB kept for reuse;
+//!   (about 1.6 MB each with MTU-sized datagrams), plus spare batches of
+//!   at most 2 MB each, 32 MB in all, kept for reuse;
 //! - the reorder buffer: at most `reorder_max_events` events (2 M by
-//!   default), each holding its record, 32 bytes of metadata and its share
-//!   of a batch; a batch handed over is at most 4 times the size of its
-//!   content (`Batch::take_fitting`: batches sized for a burst but holding
-//!   a few datagrams, kept alive for one reorder window, were what grew a
-//!   sink to 125 MB at 105 k events/s; it now stays near 27 MB);
+//!   default), each holding its record, 32 bytes of metadata, a 16-byte
+//!   reorder entry and its share of a batch; a batch handed over is at
+//!   most 4 times the size of its content (`Batch::take_fitting`: batches
+//!   sized for a burst but holding a few datagrams, kept alive for one
+//!   reorder window, were what grew a sink to 125 MB at 105 k events/s;
+//!   it now stays near 27 MB);
 //! - agents: at most [`agents::MAX_AGENTS`] live, admitted at a limited
 //!   rate ([`limits`]), idle ones expired; gap tracking at most
 //!   [`seq::MAX_GAP_RANGES`] ranges per agent and
@@ -40,6 +43,7 @@ mod batch;
 pub mod clock;
 pub mod config;
 pub mod error;
+mod fasthash;
 pub mod freshness;
 pub mod limits;
 mod pcapng;

@@ -7,11 +7,12 @@
 //! Kept beside the agent table ([`crate::agents`]) rather than inside it:
 //! the table tracks sequences, this module tracks trust and delivery.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use tracer_auth::{MacKey, SharedKey};
 use tracer_codec::{Ack, DatagramHeaderRef, DatagramView};
+
+use crate::fasthash::IndexMap;
 
 /// Reject reasons of authentication, added to the sink's reasons.
 pub const AUTH_REASONS: &[&str] = &["auth_missing", "auth_bad", "replay"];
@@ -292,7 +293,7 @@ pub(crate) enum SourceChange {
 /// so the table is bounded like the agent table.
 #[derive(Debug)]
 pub struct PeerTable {
-    peers: HashMap<u32, Peer>,
+    peers: IndexMap<Peer>,
     /// Random per sink process (the agent adds up counts per instance).
     pub instance: u64,
     ack_seq: u64,
@@ -304,7 +305,7 @@ impl PeerTable {
     /// An empty table; `keys` turns on the replay window and tagged acks.
     pub fn new(keys: Option<SinkKeys>) -> Self {
         PeerTable {
-            peers: HashMap::new(),
+            peers: IndexMap::default(),
             instance: rand_u64(),
             ack_seq: 0,
             keys,

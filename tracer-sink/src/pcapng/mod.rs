@@ -9,31 +9,32 @@
 //! disk) it truncates the file back to it, so the file stays a valid
 //! pcapng with every event that made it to disk.
 
+mod blocks;
+mod epb;
+
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
-};
 use pcap_file::pcapng::blocks::interface_statistics::{
     InterfaceStatisticsBlock, InterfaceStatisticsOption,
 };
 use pcap_file::pcapng::blocks::opt_common::CommonOption;
-use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
 use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::{DataLink, Endianness};
 
 use crate::batch::AgentInfo;
 use crate::clock::utc_compact;
 use crate::error::SinkError;
+use crate::fasthash::IndexMap;
 
-/// Option code of `epb_packetid` (pcapng spec; `pcap-file` has no variant).
-pub const EPB_PACKETID: u16 = 5;
-/// Snapshot length written in every IDB (no limit is applied).
-pub const SNAPLEN: u32 = 0;
+pub use blocks::interface_description;
+pub use epb::EPB_PACKETID;
+
+use blocks::{interface_block, section_header};
+use epb::{encode_epb, epbs_by_agent, whole_blocks};
+
 /// Encoded bytes kept in memory before a write to the file.
 pub const WRITE_CHUNK: usize = 1 << 20;
 /// Written bytes left in the page cache behind the newest write: older
@@ -93,187 +94,14 @@ pub(crate) struct TraceFile {
     /// EPBs in the memory buffer.
     pending_events: u64,
     /// Agent index -> interface id in this section.
-    ifaces: std::collections::HashMap<u32, u32>,
+    ifaces: IndexMap<u32>,
     /// Interface id -> (agent index, time span written).
     spans: Vec<(u32, Option<Span>)>,
     opened: Instant,
 }
 
-/// The Section Header Block of every file.
-fn section_header() -> SectionHeaderBlock<'static> {
-    let os = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|r| format!("{} {}", std::env::consts::OS, r.trim()))
-        .unwrap_or_else(|_| std::env::consts::OS.to_owned());
-    SectionHeaderBlock {
-        endianness: Endianness::Little,
-        major_version: 1,
-        minor_version: 0,
-        section_length: -1,
-        options: vec![
-            SectionHeaderOption::UserApplication(Cow::Owned(format!(
-                "tracer-sink {}",
-                env!("CARGO_PKG_VERSION")
-            ))),
-            SectionHeaderOption::OS(Cow::Owned(os)),
-            SectionHeaderOption::Hardware(Cow::Borrowed(std::env::consts::ARCH)),
-        ],
-    }
-}
-
-/// The Interface Description Block of an agent.
-fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
-    InterfaceDescriptionBlock {
-        linktype: DataLink::USER0,
-        snaplen: SNAPLEN,
-        options: vec![
-            InterfaceDescriptionOption::IfName(Cow::Borrowed(&a.host)),
-            InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
-                a.agent_id,
-                a.clock_source,
-                a.incarnation,
-                a.source,
-            ))),
-            // Without it readers assume microseconds (platform-facts.md).
-            InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
-        ],
-    }
-}
-
-/// `if_description` of an agent's interface: its id, clock source,
-/// incarnation and the source address of its first datagram (a later
-/// change is counted in the interface statistics).
-pub fn interface_description(
-    agent_id: u64,
-    clock_source: u8,
-    incarnation: u64,
-    source: std::net::SocketAddr,
-) -> String {
-    format!(
-        "agent {agent_id:016x} clock {} incarnation {incarnation:016x} from {source}",
-        crate::stats::clock_source_name(clock_source)
-    )
-}
-
 fn pcap_err(what: &str, e: impl std::fmt::Display) -> SinkError {
     SinkError::Encode(format!("{what}: {e}"))
-}
-
-/// pcapng block type of an Enhanced Packet Block.
-const EPB_TYPE: u32 = 6;
-
-/// The whole blocks of `buf` (a little-endian run of pcapng blocks) that
-/// end within its first `limit` bytes: their length and how many of them
-/// are EPBs.
-fn whole_blocks(buf: &[u8], limit: usize) -> (usize, u64) {
-    let (mut off, mut epbs) = (0usize, 0u64);
-    while off + 8 <= buf.len() {
-        let word = |at: usize| u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
-        let len = word(off + 4) as usize;
-        if len < 12 || off + len > limit.min(buf.len()) {
-            break;
-        }
-        epbs += u64::from(word(off) == EPB_TYPE);
-        off += len;
-    }
-    (off, epbs)
-}
-
-/// Enhanced packet blocks in `blocks` (whole blocks) per agent index.
-fn epbs_by_agent(spans: &[(u32, Option<Span>)], blocks: &[u8]) -> Vec<(u32, u64)> {
-    let mut out: Vec<(u32, u64)> = Vec::new();
-    let mut off = 0usize;
-    let word = |at: usize| {
-        blocks
-            .get(at..at + 4)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    while off + 12 <= blocks.len() {
-        let len = word(off + 4) as usize;
-        if len < 12 {
-            break;
-        }
-        if word(off) == EPB_TYPE {
-            if let Some(&(agent, _)) = spans.get(word(off + 8) as usize) {
-                match out.iter_mut().find(|(a, _)| *a == agent) {
-                    Some((_, n)) => *n += 1,
-                    None => out.push((agent, 1)),
-                }
-            }
-        }
-        off += len;
-    }
-    out
-}
-
-/// Option code of `opt_comment`.
-const OPT_COMMENT: u16 = 1;
-
-fn pad4(buf: &mut Vec<u8>) {
-    let pad = (4 - buf.len() % 4) % 4;
-    buf.extend_from_slice(&[0u8; 3][..pad]);
-}
-
-/// Append one Enhanced Packet Block (little-endian section, interface in
-/// nanosecond resolution, no `if_tsoffset`) to `buf`, which must hold
-/// whole blocks only (its length a multiple of 4). Byte for byte what
-/// `pcap-file` writes for an EPB whose options are `epb_packetid` then
-/// `opt_comment` (omitted when `comment` appends nothing), then
-/// `opt_endofopt`; but encoded in place, without per-block allocations.
-/// A comment longer than an option can hold is cut (on a UTF-8 boundary)
-/// to 65535 bytes.
-pub(crate) fn encode_epb(
-    buf: &mut Vec<u8>,
-    iface: u32,
-    ts_ns: u64,
-    packet_id: u64,
-    payload: impl FnOnce(&mut Vec<u8>),
-    comment: impl FnOnce(&mut Vec<u8>),
-) {
-    debug_assert_eq!(buf.len() % 4, 0);
-    let start = buf.len();
-    buf.reserve(512);
-    buf.extend_from_slice(&EPB_TYPE.to_le_bytes());
-    buf.extend_from_slice(&[0u8; 4]); // total length, patched below
-    buf.extend_from_slice(&iface.to_le_bytes());
-    buf.extend_from_slice(&((ts_ns >> 32) as u32).to_le_bytes());
-    buf.extend_from_slice(&(ts_ns as u32).to_le_bytes());
-    buf.extend_from_slice(&[0u8; 8]); // captured and original length
-    let data = buf.len();
-    payload(buf);
-    let cap = (buf.len() - data) as u32;
-    buf[data - 8..data - 4].copy_from_slice(&cap.to_le_bytes());
-    buf[data - 4..data].copy_from_slice(&cap.to_le_bytes());
-    pad4(buf);
-    // epb_packetid
-    buf.extend_from_slice(&EPB_PACKETID.to_le_bytes());
-    buf.extend_from_slice(&8u16.to_le_bytes());
-    buf.extend_from_slice(&packet_id.to_le_bytes());
-    // opt_comment
-    let opt = buf.len();
-    buf.extend_from_slice(&OPT_COMMENT.to_le_bytes());
-    buf.extend_from_slice(&[0u8; 2]);
-    comment(buf);
-    let mut clen = buf.len() - opt - 4;
-    if clen == 0 {
-        buf.truncate(opt);
-    } else {
-        if clen > usize::from(u16::MAX) {
-            clen = usize::from(u16::MAX);
-            let text = &buf[opt + 4..];
-            // Back up to a character boundary (never more than 3 bytes).
-            while clen > 0 && (text[clen] & 0xc0) == 0x80 {
-                clen -= 1;
-            }
-            buf.truncate(opt + 4 + clen);
-        }
-        buf[opt + 2..opt + 4].copy_from_slice(&(clen as u16).to_le_bytes());
-        pad4(buf);
-    }
-    // opt_endofopt
-    buf.extend_from_slice(&[0u8; 4]);
-    let total = (buf.len() - start + 4) as u32;
-    buf.extend_from_slice(&total.to_le_bytes());
-    buf[start + 4..start + 8].copy_from_slice(&total.to_le_bytes());
 }
 
 impl TraceFile {
@@ -315,7 +143,7 @@ impl TraceFile {
             committed_events: 0,
             dropped: 0,
             pending_events: 0,
-            ifaces: std::collections::HashMap::new(),
+            ifaces: IndexMap::default(),
             spans: Vec::new(),
             opened: Instant::now(),
         };
@@ -471,7 +299,8 @@ impl TraceFile {
             return Ok(events);
         };
         let (keep, kept_events) = whole_blocks(buf, done);
-        let written_by_agent = epbs_by_agent(&self.spans, &buf[..keep]);
+        let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
+        let written_by_agent = epbs_by_agent(&agents, &buf[..keep]);
         buf.clear();
         self.pending_events = 0;
         self.committed += keep as u64;
@@ -758,55 +587,5 @@ mod tests {
             let want = comment.clone().filter(|c| !c.is_empty());
             assert_eq!(got_comment, want);
         }
-    }
-
-    #[test]
-    fn whole_blocks_stop_at_the_last_boundary_within_the_limit() {
-        let mut buf = Vec::new();
-        let mut ends = Vec::new();
-        for i in 0..5u64 {
-            encode_epb(&mut buf, 0, i, i, |o| o.push(1), |_| {});
-            ends.push(buf.len());
-        }
-        assert_eq!(whole_blocks(&buf, buf.len()), (buf.len(), 5));
-        assert_eq!(whole_blocks(&buf, ends[2]), (ends[2], 3));
-        assert_eq!(whole_blocks(&buf, ends[2] + 7), (ends[2], 3));
-        assert_eq!(whole_blocks(&buf, ends[0] - 1), (0, 0));
-    }
-
-    #[test]
-    fn kept_events_are_counted_per_agent() {
-        // Interfaces 0, 1, 2 are agents 7, 3, 9.
-        let spans = vec![(7, None), (3, None), (9, None)];
-        let mut buf = Vec::new();
-        for iface in [0, 1, 0, 2, 1, 0] {
-            encode_epb(&mut buf, iface, 1, 1, |o| o.push(1), |_| {});
-        }
-        assert_eq!(epbs_by_agent(&spans, &buf), [(7, 3), (3, 2), (9, 1)]);
-        let (keep, n) = whole_blocks(&buf, buf.len() / 2 + 3);
-        assert_eq!(n, 3);
-        assert_eq!(epbs_by_agent(&spans, &buf[..keep]), [(7, 2), (3, 1)]);
-    }
-
-    #[test]
-    fn oversized_comment_is_cut_on_a_char_boundary() {
-        let mut buf = Vec::new();
-        let text = "é".repeat(40_000); // 80 000 bytes
-        encode_epb(
-            &mut buf,
-            0,
-            5,
-            9,
-            |o| o.push(1),
-            |o| o.extend_from_slice(text.as_bytes()),
-        );
-        assert_eq!(buf.len() % 4, 0);
-        let total = u32::from_le_bytes(buf[4..8].try_into().unwrap()) as usize;
-        assert_eq!(total, buf.len());
-        assert_eq!(&buf[total - 4..], &buf[4..8]);
-        let copt = 28 + 4 + 12;
-        let clen = u16::from_le_bytes(buf[copt + 2..copt + 4].try_into().unwrap()) as usize;
-        assert_eq!(clen, 65_534);
-        assert!(std::str::from_utf8(&buf[copt + 4..copt + 4 + clen]).is_ok());
     }
 }

@@ -1,0 +1,70 @@
+//! The blocks `pcap-file` encodes for the sink: the Section Header Block
+//! of every file and an agent's Interface Description Block.
+
+use std::borrow::Cow;
+
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
+};
+use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
+use pcap_file::{DataLink, Endianness};
+
+use crate::batch::AgentInfo;
+
+/// Snapshot length written in every IDB (no limit is applied).
+pub const SNAPLEN: u32 = 0;
+
+/// The Section Header Block of every file.
+pub(super) fn section_header() -> SectionHeaderBlock<'static> {
+    let os = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|r| format!("{} {}", std::env::consts::OS, r.trim()))
+        .unwrap_or_else(|_| std::env::consts::OS.to_owned());
+    SectionHeaderBlock {
+        endianness: Endianness::Little,
+        major_version: 1,
+        minor_version: 0,
+        section_length: -1,
+        options: vec![
+            SectionHeaderOption::UserApplication(Cow::Owned(format!(
+                "tracer-sink {}",
+                env!("CARGO_PKG_VERSION")
+            ))),
+            SectionHeaderOption::OS(Cow::Owned(os)),
+            SectionHeaderOption::Hardware(Cow::Borrowed(std::env::consts::ARCH)),
+        ],
+    }
+}
+
+/// The Interface Description Block of an agent.
+pub(super) fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
+    InterfaceDescriptionBlock {
+        linktype: DataLink::USER0,
+        snaplen: SNAPLEN,
+        options: vec![
+            InterfaceDescriptionOption::IfName(Cow::Borrowed(&a.host)),
+            InterfaceDescriptionOption::IfDescription(Cow::Owned(interface_description(
+                a.agent_id,
+                a.clock_source,
+                a.incarnation,
+                a.source,
+            ))),
+            // Without it readers assume microseconds (platform-facts.md).
+            InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
+        ],
+    }
+}
+
+/// `if_description` of an agent's interface: its id, clock source,
+/// incarnation and the source address of its first datagram (a later
+/// change is counted in the interface statistics).
+pub fn interface_description(
+    agent_id: u64,
+    clock_source: u8,
+    incarnation: u64,
+    source: std::net::SocketAddr,
+) -> String {
+    format!(
+        "agent {agent_id:016x} clock {} incarnation {incarnation:016x} from {source}",
+        crate::stats::clock_source_name(clock_source)
+    )
+}

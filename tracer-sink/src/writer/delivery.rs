@@ -1,0 +1,106 @@
+//! What the writer tells each agent: per agent, the events encoded into
+//! the file's buffer and not yet written (delivered or lost at the next
+//! commit), events it could not write at all, and the acknowledgements
+//! sent right after a commit.
+
+use std::net::UdpSocket;
+
+use crate::fasthash::IndexMap;
+use crate::stats::{Shared, SharedState};
+
+/// Per-agent delivery accounting of the writer.
+pub(super) struct Delivery {
+    /// Per agent: events encoded into the file's buffer, not yet written
+    /// (they become delivered or lost at the next commit).
+    uncommitted: IndexMap<u64>,
+    /// Agents with `uncommitted` events.
+    dirty: Vec<u32>,
+    /// Per agent: events it could not write at all since the last publish
+    /// (a full disk loses them at the arrival rate: counted here, handed to
+    /// the shared state once per message, not once per event).
+    lost_pending: Vec<(u32, u64)>,
+    /// Where acknowledgements go right after a commit.
+    ack_socket: Option<UdpSocket>,
+}
+
+impl Delivery {
+    /// Acknowledgements go out on `ack_socket` (none: with the receive
+    /// task's next tick).
+    pub fn new(ack_socket: Option<UdpSocket>) -> Self {
+        Delivery {
+            uncommitted: IndexMap::default(),
+            dirty: Vec::new(),
+            lost_pending: Vec::new(),
+            ack_socket,
+        }
+    }
+
+    /// One more event of `agent` in the file's buffer.
+    pub fn note_written(&mut self, agent: u32) {
+        let n = self.uncommitted.entry(agent).or_insert(0);
+        if *n == 0 {
+            self.dirty.push(agent);
+        }
+        *n += 1;
+    }
+
+    /// An event of `agent` the sink could not write at all.
+    pub fn lost_one(&mut self, agent: u32) {
+        match self.lost_pending.last_mut() {
+            Some((a, n)) if *a == agent => *n += 1,
+            _ => self.lost_pending.push((agent, 1)),
+        }
+    }
+
+    /// Hand the events lost since the last call to the shared state.
+    pub fn publish_lost(&mut self, st: &mut SharedState) {
+        for (a, n) in self.lost_pending.drain(..) {
+            st.peers.add_delivery(a, 0, n);
+        }
+    }
+
+    /// True when events are lost and not yet published.
+    pub fn has_lost(&self) -> bool {
+        !self.lost_pending.is_empty()
+    }
+
+    /// The buffer was written (`failed`: `None`) or its write failed
+    /// (`failed`: the events per agent that still reached the file): the
+    /// events of every agent in it are now delivered or lost, which is
+    /// what the acknowledgements tell the agents.
+    pub fn settle(&mut self, shared: &Shared, failed: Option<&[(u32, u64)]>) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let acks = {
+            let mut st = shared.lock();
+            for &a in &self.dirty {
+                let n = self.uncommitted.remove(&a).unwrap_or(0);
+                let delivered = match failed {
+                    None => n,
+                    Some(w) => w
+                        .iter()
+                        .find(|(i, _)| *i == a)
+                        .map_or(0, |&(_, k)| k.min(n)),
+                };
+                st.peers.add_delivery(a, delivered, n - delivered);
+            }
+            let SharedState { agents, peers, .. } = &mut *st;
+            peers.due_acks_for(self.dirty.iter().copied(), |i| {
+                agents.agents.get(&i).map_or(0, |a| a.seq.event_gaps)
+            })
+        };
+        self.dirty.clear();
+        if let Some(sock) = &self.ack_socket {
+            let mut sent = 0;
+            for (to, bytes) in acks {
+                // The socket is non-blocking (tokio's): an ack that does
+                // not fit now goes out with a later one.
+                if sock.send_to(&bytes, to).is_ok() {
+                    sent += 1;
+                }
+            }
+            shared.lock().rx.acks_sent += sent;
+        }
+    }
+}
