@@ -33,9 +33,11 @@ typedef _Bool bool;
 enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
 #define BPF_F_MMAPABLE (1U << 10)
+#define BPF_RB_FORCE_WAKEUP (1ULL << 1)
 
 enum {
 	BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB = 4,

@@ -4,8 +4,15 @@
  * A probe defines, before including this header:
  *   SLOT_RECORD    its record type (a struct starting with struct record_hdr)
  *   SLOT_COUNTERS  the length of its counter array (its enum's *_CTR_MAX)
- * and gets the maps `slots`, `heads`, `counters`, the .rodata constant
- * `slots_per_cpu`, and count() / slot_take() / slot_commit().
+ * and gets the maps `slots`, `heads`, `counters`, `doorbell`, the .rodata
+ * constant `slots_per_cpu`, and count() / slot_take() / slot_commit().
+ *
+ * The agent drains on a timer, never woken per record (a wakeup costs more
+ * than the record). So that a burst cannot fill a ring while it sleeps,
+ * every quarter ring of records committed on a CPU rings `doorbell` (an
+ * 8-byte ringbuf record with a forced wakeup): the agent, waiting on it
+ * with its timer as the timeout, drains at once. At most one wakeup per
+ * slots_per_cpu / 4 records.
  *
  * A record is taken with one atomic add on this CPU's head and published
  * by writing hdr.commit = seq + 1 last; the agent's reader
@@ -37,6 +44,12 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } heads SEC(".maps");
+
+/* Wakes the agent every quarter ring of records (slot_commit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} doorbell SEC(".maps");
 
 /* The probe's counters, indexed by its counter enum. */
 struct {
@@ -85,12 +98,18 @@ static __always_inline SLOT_RECORD *slot_take(__u32 lost_ctr, __u64 *seq,
  * atomic exchange orders the stores. */
 static __always_inline void slot_commit(struct record_hdr *hdr, __u64 seq)
 {
+	__u32 quarter = (slots_per_cpu >> 2) - 1;
+
 #ifdef __TARGET_ARCH_x86
 	asm volatile("" ::: "memory");
 	hdr->commit = (__u32)seq + 1;
 #else
 	__sync_lock_test_and_set(&hdr->commit, (__u32)seq + 1);
 #endif
+	if (((__u32)seq & quarter) == quarter) {
+		/* A full doorbell already woke the agent: nothing lost. */
+		bpf_ringbuf_output(&doorbell, &seq, sizeof(seq), BPF_RB_FORCE_WAKEUP);
+	}
 }
 
 #endif /* SLOT_RING_H */

@@ -232,10 +232,15 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     let mut last_stats = Instant::now();
     let mut last_counters = Instant::now();
     let mut last_state = conv.state;
+    let doorbell_maps = probes
+        .iter()
+        .map(|p| p.doorbell())
+        .collect::<Result<Vec<_>, _>>()?;
+    let doorbells = doorbell_ring(&doorbell_maps);
     let mut wait = cfg.poll_interval;
     let mut last_drain = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        sleep_unless_stopped(wait, stop);
+        wait_or_doorbell(doorbells.as_ref(), wait, stop);
         let started = Instant::now();
         let backlog = drain(&mut probes, &mut p, &conv, &mut local);
         wait = next_poll(
@@ -342,6 +347,46 @@ fn next_poll(backlog: u64, elapsed: Duration, slots: u32, poll: Duration) -> Dur
     let ns = room * elapsed.as_nanos() / backlog;
     let wait = Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
     wait.clamp(MIN_POLL.min(poll), poll)
+}
+
+/// One epoll set over the probes' doorbells; None (the agent then only
+/// sleeps) if libbpf cannot build it.
+fn doorbell_ring(maps: &[libbpf_rs::MapHandle]) -> Option<libbpf_rs::RingBuffer<'_>> {
+    let mut b = libbpf_rs::RingBufferBuilder::new();
+    for m in maps {
+        // The record only says "drain now".
+        if let Err(e) = b.add(m, |_| 0) {
+            tracing::warn!(error = %e, "cannot wait on the probes' doorbells: draining on the timer only");
+            return None;
+        }
+    }
+    b.build()
+        .map_err(|e| tracing::warn!(error = %e, "cannot wait on the probes' doorbells: draining on the timer only"))
+        .ok()
+}
+
+/// Wait `d`, returning early when a probe rings its doorbell (a quarter
+/// ring filled on some CPU) or `stop` is set.
+fn wait_or_doorbell(rb: Option<&libbpf_rs::RingBuffer<'_>>, d: Duration, stop: &AtomicBool) {
+    let Some(rb) = rb else {
+        return sleep_unless_stopped(d, stop);
+    };
+    let end = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        // Slices, so that `stop` is seen within 100 ms.
+        let rang = rb.poll_raw((end - now).min(Duration::from_millis(100)));
+        if rang > 0 {
+            return;
+        }
+        if rang < 0 && rang != -libc::EINTR {
+            // Not expected; never spin on it.
+            return sleep_unless_stopped(end.saturating_duration_since(Instant::now()), stop);
+        }
+    }
 }
 
 /// Sleep `d`, in slices, returning early once `stop` is set.

@@ -193,6 +193,10 @@ pub trait Probe {
     fn counters(&self) -> Result<ProbeCounters, ProbeError>;
     /// Its loaded programs (for ids and bpf_stats run times).
     fn programs(&self) -> Vec<BorrowedFd<'_>>;
+    /// Its `doorbell` ringbuf (ebpf/include/slot_ring.h), rung every
+    /// quarter ring of records on a CPU: the agent waits on it between
+    /// drains.
+    fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError>;
     /// Detach now (also done on drop); records already written stay readable.
     fn detach(&mut self);
 }

@@ -227,6 +227,10 @@ impl Probe for DropsProbe<'_> {
         })
     }
 
+    fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError> {
+        libbpf_rs::MapHandle::try_from(&self.skel.maps.doorbell).map_err(map_err("doorbell"))
+    }
+
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
         vec![self.skel.progs.drop_kfree_skb.as_fd()]
     }

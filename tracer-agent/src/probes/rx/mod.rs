@@ -365,6 +365,10 @@ impl Probe for RxProbe<'_> {
         })
     }
 
+    fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError> {
+        libbpf_rs::MapHandle::try_from(&self.skel.maps.doorbell).map_err(map_err("doorbell"))
+    }
+
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
         let p = &self.skel.progs;
         vec![

@@ -182,6 +182,10 @@ impl Probe for TcpProbe<'_> {
         })
     }
 
+    fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError> {
+        libbpf_rs::MapHandle::try_from(&self.skel.maps.doorbell).map_err(map_err("doorbell"))
+    }
+
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
         let p = &self.skel.progs;
         vec![

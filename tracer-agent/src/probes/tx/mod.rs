@@ -221,6 +221,10 @@ impl Probe for TxProbe<'_> {
         })
     }
 
+    fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError> {
+        libbpf_rs::MapHandle::try_from(&self.skel.maps.doorbell).map_err(map_err("doorbell"))
+    }
+
     fn programs(&self) -> Vec<BorrowedFd<'_>> {
         vec![self.skel.progs.tx_tstamp.as_fd()]
     }
