@@ -26,8 +26,11 @@
 # ${TMPDIR:-/tmp}; use /dev/shm to take the disk out of the picture),
 # SINK_BIN (the sink binary to measure; default this tree's
 # target/release/tracer-sink: point it at a build of another commit to
-# compare two sinks against the same senders), BUILD (1: cargo build this
-# tree's sink and examples first; 0: use what is built).
+# compare two sinks against the same senders; target/release/examples/
+# null_sink gives the floor under the sink's figures: it reads the
+# datagrams and appends them to one file, with SINK_ARGS=--discard it only
+# reads them), SINK_ARGS (more options for the sink), BUILD (1: cargo
+# build this tree's sink and examples first; 0: use what is built).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -71,11 +74,12 @@ run_once() {
     # run's "started" line could let the senders start before this sink
     # has bound its socket (all of a short run then lost).
     local log="$out.log" stats="$out.stats.json"
+    # shellcheck disable=SC2086 # SINK_ARGS: words on purpose
     "$SINK" --listen "127.0.0.1:$port" --output "$out" --json --stats-interval 0 \
-        "${extra[@]}" "${keyed[@]}" >"$stats" 2>"$log" &
+        "${extra[@]}" "${keyed[@]}" ${SINK_ARGS:-} >"$stats" 2>"$log" &
     local pid=$!
     for _ in $(seq 50); do
-        grep -q "tracer-sink started" "$log" 2>/dev/null && break
+        grep -q " started" "$log" 2>/dev/null && break
         sleep 0.1
     done
     local f
