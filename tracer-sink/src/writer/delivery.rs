@@ -15,6 +15,9 @@ pub(super) struct Delivery {
     uncommitted: IndexMap<u64>,
     /// Agents with `uncommitted` events.
     dirty: Vec<u32>,
+    /// The latest events noted, all of one agent, not yet in
+    /// `uncommitted` (consecutive events mostly come from one agent).
+    run: Option<(u32, u64)>,
     /// Per agent: events it could not write at all since the last publish
     /// (a full disk loses them at the arrival rate: counted here, handed to
     /// the shared state once per message, not once per event).
@@ -30,6 +33,7 @@ impl Delivery {
         Delivery {
             uncommitted: IndexMap::default(),
             dirty: Vec::new(),
+            run: None,
             lost_pending: Vec::new(),
             ack_socket,
         }
@@ -37,11 +41,29 @@ impl Delivery {
 
     /// One more event of `agent` in the file's buffer.
     pub fn note_written(&mut self, agent: u32) {
+        match &mut self.run {
+            Some((a, n)) if *a == agent => *n += 1,
+            run => {
+                if let Some((a, n)) = run.replace((agent, 1)) {
+                    self.add_uncommitted(a, n);
+                }
+            }
+        }
+    }
+
+    /// Move the run of noted events into `uncommitted`.
+    fn flush_run(&mut self) {
+        if let Some((a, n)) = self.run.take() {
+            self.add_uncommitted(a, n);
+        }
+    }
+
+    fn add_uncommitted(&mut self, agent: u32, events: u64) {
         let n = self.uncommitted.entry(agent).or_insert(0);
         if *n == 0 {
             self.dirty.push(agent);
         }
-        *n += 1;
+        *n += events;
     }
 
     /// An event of `agent` the sink could not write at all.
@@ -69,6 +91,7 @@ impl Delivery {
     /// events of every agent in it are now delivered or lost, which is
     /// what the acknowledgements tell the agents.
     pub fn settle(&mut self, shared: &Shared, failed: Option<&[(u32, u64)]>) {
+        self.flush_run();
         if self.dirty.is_empty() {
             return;
         }
@@ -102,5 +125,26 @@ impl Delivery {
             }
             shared.lock().rx.acks_sent += sent;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_noted_in_runs_are_all_counted_per_agent() {
+        let mut d = Delivery::new(None);
+        for a in [7, 7, 3, 7, 7, 7, 3] {
+            d.note_written(a);
+        }
+        d.flush_run();
+        assert_eq!((d.uncommitted[&7], d.uncommitted[&3]), (5, 2));
+        assert_eq!(d.dirty, [7, 3]);
+        // Settling forgets them.
+        let shared = Shared::new(None, 10);
+        d.note_written(3);
+        d.settle(&shared, None);
+        assert!(d.uncommitted.is_empty() && d.dirty.is_empty() && d.run.is_none());
     }
 }

@@ -45,7 +45,7 @@ impl Output {
         interface_of(
             self.file.as_mut()?,
             self.file_gen,
-            self.agents.get_mut(&agent)?,
+            self.agents.get_mut(agent)?,
         )
     }
 
@@ -66,7 +66,7 @@ impl Output {
         let rec = b.record(i);
         // One lookup of the agent per event: its IDB's id in this file is
         // kept with it.
-        let (Some(agent), Some(file)) = (self.agents.get_mut(&m.agent), self.file.as_mut()) else {
+        let (Some(agent), Some(file)) = (self.agents.get_mut(m.agent), self.file.as_mut()) else {
             return self.lost_one(m.agent);
         };
         let Some(iface) = interface_of(file, self.file_gen, agent) else {

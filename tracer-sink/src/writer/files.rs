@@ -91,9 +91,7 @@ impl Output {
                 }
                 self.file = Some(f);
                 self.file_gen += 1;
-                let mut live: Vec<u32> = self.agents.keys().copied().collect();
-                live.sort_unstable();
-                for i in live {
+                for i in self.agents.indices() {
                     self.ensure_interface(i);
                 }
                 self.sync_bytes();
@@ -126,7 +124,7 @@ impl Output {
         let s = self.shared.lock();
         v.extend(s.agents.agents.values().map(|a| IsbInfo {
             agent: a.index,
-            ifrecv: self.agents.get(&a.index).map_or(0, |x| x.received),
+            ifrecv: self.agents.get(a.index).map_or(0, |x| x.received),
             ifdrop: a.ifdrop(),
             // The peer's part: preceding_events, incarnation, sources,
             // conflicts (see `Peer::isb_comment`).

@@ -10,6 +10,7 @@ mod delivery;
 mod events;
 mod files;
 mod held;
+mod live;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +20,6 @@ use tokio::sync::mpsc::Receiver;
 use crate::agents::ExpiredAgent;
 use crate::batch::{AgentInfo, Batch, BatchPool, ToWriter};
 use crate::config::SinkConfig;
-use crate::fasthash::IndexMap;
 use crate::pcapng::{IsbInfo, TraceFile};
 use crate::reorder::Release;
 use crate::stats::{Shared, WriterCounters};
@@ -27,6 +27,7 @@ use crate::summary::Summarizer;
 
 use delivery::Delivery;
 use held::Held;
+use live::{LiveAgent, LiveAgents};
 
 /// Writer state; lives on its own thread for the whole run.
 struct Writer {
@@ -37,22 +38,12 @@ struct Writer {
     out: Output,
 }
 
-/// A live agent as the writer knows it.
-struct LiveAgent {
-    /// What its IDB and capture records say.
-    info: AgentInfo,
-    /// Events handed to the writer (the ISB `isb_ifrecv`).
-    received: u64,
-    /// Its interface id in the file of the generation given.
-    iface: Option<(u64, u32)>,
-}
-
 /// Everything that writes: files, counters, agents, acknowledgements.
 struct Output {
     cfg: SinkConfig,
     shared: Arc<Shared>,
     /// Live agents by index.
-    agents: IndexMap<LiveAgent>,
+    agents: LiveAgents,
     /// ISBs of the agents that expired while the current file was open
     /// (their interfaces are in it; the next file does not list them).
     retired: Vec<IsbInfo>,
@@ -86,7 +77,7 @@ pub(crate) fn run_writer(
         out: Output {
             cfg,
             shared,
-            agents: IndexMap::default(),
+            agents: LiveAgents::default(),
             retired: Vec::new(),
             file: None,
             file_gen: 0,
@@ -126,7 +117,7 @@ impl Writer {
                     run = Some((a, n + 1));
                     return;
                 }
-                if let Some(x) = agents.get_mut(&a) {
+                if let Some(x) = agents.get_mut(a) {
                     x.received += n;
                 }
             }
@@ -183,26 +174,14 @@ impl Output {
 
     fn add_agent(&mut self, a: AgentInfo) {
         let idx = a.index;
-        match self.agents.get_mut(&idx) {
-            Some(x) => x.info = a,
-            None => {
-                self.agents.insert(
-                    idx,
-                    LiveAgent {
-                        info: a,
-                        received: 0,
-                        iface: None,
-                    },
-                );
-            }
-        }
+        self.agents.add(a);
         // Emit the IDB now so every file lists every agent known when it
         // was written, even one whose events have not been written yet.
         self.ensure_interface(idx);
     }
 
     fn expire(&mut self, a: ExpiredAgent) {
-        let ifrecv = self.agents.remove(&a.index).map_or(0, |x| x.received);
+        let ifrecv = self.agents.remove(a.index).map_or(0, |x| x.received);
         if self
             .file
             .as_ref()
