@@ -164,7 +164,11 @@ static __always_inline void emit(struct bpf_sock_ops *skops,
 	r->hdr.len = sizeof(*r);
 	r->mono_ns = bpf_ktime_get_ns();
 	r->hw_ns = stage == TX_SND_HW ? skops->skb_hwtstamp : 0;
-	r->cookie = bpf_get_socket_cookie(skops);
+	/* The cookie the socket has (a direct load); the helper, which
+	 * assigns one, only for a socket that has none yet. */
+	r->cookie = k->sk ? k->sk->__sk_common.skc_cookie.counter : 0;
+	if (!r->cookie)
+		r->cookie = bpf_get_socket_cookie(skops);
 	r->tskey = 0;
 	r->seq = 0;
 	r->end_seq = 0;
