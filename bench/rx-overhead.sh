@@ -65,7 +65,7 @@ ROUNDS=${ROUNDS:-7} SECS=${SECS:-10} RATE=${RATE:-2G} DROP_RATE=${DROP_RATE:-10M
 MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
 EPS_SECS=${EPS_SECS:-$SECS} EPS_BATCH=${EPS_BATCH:-"gso off"}
-PERF=${PERF:-} AGENT_ARGS=${AGENT_ARGS:-}
+PERF=${PERF:-} AGENT_ARGS=${AGENT_ARGS:-} AGENT_WRAP=${AGENT_WRAP:-}
 if [[ -n $PERF ]] && ! command -v perf >/dev/null; then
     echo "installing perf (linux-perf) for PERF=1" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-perf >/dev/null \
@@ -211,7 +211,7 @@ start_agent() { # sample_every [more agent options]
     # background and may come after the first grep, which would then count
     # the previous agent's lines.
     : > "$WORK/agent.err"
-    nsenter --net=/run/netns/$B -- "$BIN/tracer-agent" --sink $AA:7420 --hostname rxbench \
+    nsenter --net=/run/netns/$B -- $AGENT_WRAP "$BIN/tracer-agent" --sink $AA:7420 --hostname rxbench \
         --probes tx,rx,drops --cgroup "$CG" $AGENT_ARGS --sample-every "$@" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!

@@ -288,6 +288,29 @@ fn a_burst_wakes_the_agent_before_its_ring_laps() {
     assert_eq!(lost, 0, "{}", o.agent_final);
 }
 
+/// `--realtime N`: the drain loop (the main thread) runs SCHED_FIFO at N;
+/// the agent still traces and loses nothing.
+#[test]
+fn realtime_runs_the_drain_loop_as_sched_fifo() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrrtp", 237).expect("creating namespaces");
+    let (o, (policy, prio)) = traced_run(&pair, &["--realtime", "7"], || {
+        let agent = agent_in(&NetnsPair::path(&pair.a));
+        tcp_flow(&pair, 5210, 50, 1000);
+        // /proc/PID/stat: rt_priority and policy are fields 40 and 41,
+        // counted after the parenthesised name.
+        let stat = std::fs::read_to_string(format!("/proc/{agent}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split_whitespace().collect();
+        (f[41 - 3].to_string(), f[40 - 3].to_string())
+    });
+    assert_eq!((policy.as_str(), prio.as_str()), ("1", "7"), "SCHED_FIFO (1) at 7");
+    let stats = &o.agent_final["stats"];
+    assert!(stats["events_by_stage"][0].as_u64().unwrap() >= 50);
+}
+
 #[test]
 fn a_sink_that_restarts_receives_again_and_nothing_crashes() {
     use tracer_e2e::scenario::{spawn_agent, spawn_sink, stop_json};

@@ -178,6 +178,14 @@ struct Cli {
     #[arg(long, default_value = "32768", value_name = "N", value_parser = tracer_cli::power_of_two(64, 1 << 20))]
     ring_slots: u32,
 
+    /// Run the agent's drain loop as a SCHED_FIFO thread of this priority,
+    /// as `perf record --realtime` does: on a host whose CPUs are busy, a
+    /// doorbell from a filling ring is then answered at once instead of
+    /// after the scheduler's other tasks, and a burst does not lap the ring.
+    /// The loop sleeps between drains; needs CAP_SYS_NICE. [range: 1..=99]
+    #[arg(long, value_name = "N", value_parser = tracer_cli::int(1u32, 99))]
+    realtime: Option<u32>,
+
     /// Reference of the global clock every event is converted to:
     /// `system` (this host's CLOCK_TAI), `phc:/dev/ptpN` (a PTP hardware
     /// clock), `iface:NAME` (the PHC of a NIC), or `sink` (the sink's clock,
@@ -487,6 +495,7 @@ fn real_main() -> anyhow::Result<()> {
         flush_after: cli.flush_ms,
         poll_interval: cli.poll_ms,
         slots_per_cpu: cli.ring_slots,
+        realtime: cli.realtime,
         btf: cli.btf,
         clock_lock_timeout: cli.clock_lock_timeout,
         clock: ClockConfig {

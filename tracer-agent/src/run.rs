@@ -70,6 +70,8 @@ pub struct AgentConfig {
     pub flush_after: Duration,
     /// Drain period of the probe's ring.
     pub poll_interval: Duration,
+    /// `--realtime`: SCHED_FIFO priority of the drain loop.
+    pub realtime: Option<u32>,
     /// Record slots per CPU in the probe's ring (power of two).
     pub slots_per_cpu: u32,
     /// Kernel BTF to check for BPF TX timestamping.
@@ -237,6 +239,9 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         .map(|p| p.doorbell())
         .collect::<Result<Vec<_>, _>>()?;
     let doorbells = doorbell_ring(&doorbell_maps);
+    if let Some(prio) = cfg.realtime {
+        set_realtime(prio);
+    }
     let mut wait = cfg.poll_interval;
     let mut last_drain = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -347,6 +352,21 @@ fn next_poll(backlog: u64, elapsed: Duration, slots: u32, poll: Duration) -> Dur
     let ns = room * elapsed.as_nanos() / backlog;
     let wait = Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
     wait.clamp(MIN_POLL.min(poll), poll)
+}
+
+/// Make this thread (the drain loop; the clock's threads keep their
+/// policy) SCHED_FIFO at `prio`; a refusal is a warning, not an error.
+fn set_realtime(prio: u32) {
+    let param = libc::sched_param {
+        sched_priority: prio as libc::c_int,
+    };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), prio,
+            "cannot run the drain loop as SCHED_FIFO (--realtime needs CAP_SYS_NICE): going on at normal priority");
+    } else {
+        tracing::info!(prio, "drain loop runs as SCHED_FIFO");
+    }
 }
 
 /// One epoll set over the probes' doorbells; None (the agent then only
