@@ -17,13 +17,7 @@ const MAX_LINES: usize = 500;
 /// from here).
 const BEING_SPLIT: &[&str] = &[
     // being split
-    "tracer-agent/src/main.rs",
     "tracer-agent/src/run.rs",
-    "tracer-sink/src/pcapng.rs",
-    "tracer-sink/src/peers.rs",
-    "tracer-sink/src/receiver.rs",
-    "tracer-sink/src/stats.rs",
-    "tracer-sink/src/writer.rs",
 ];
 
 /// Lines of `text` before its `#[cfg(test)]` + `mod tests` block (other

@@ -1,21 +1,13 @@
-//! `tracer-agent`: command line of the agent. Parses options and calls
-//! `tracer_agent::run::run`.
+//! The agent's command line: every option, its help and its parser.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use clap::Parser;
-use clocksync::{MaxChange, OscillatorSpec, SanityConfig, ServoKind, SourceSpec};
-use tracer_agent::clock::ClockConfig;
+use clocksync::{MaxChange, OscillatorSpec, ServoKind, SourceSpec};
 use tracer_agent::filter::FlowFilter;
-use tracer_agent::pipeline::AgentIdentity;
-use tracer_agent::probes::{
-    in_registry_order, known_probe_names, probe_by_name, probes_help, ProbeSpec,
-};
-use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, AgentKeys, NetnsFilter};
+use tracer_agent::probes::{known_probe_names, probe_by_name, probes_help, ProbeSpec};
 use tracer_agent::sender::BatchSend;
 
 /// nettrace agent: capture kernel network events with eBPF probes and send
@@ -52,12 +44,12 @@ Examples:
 Needs root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN). Ctrl-C detaches the probes,
 sends what is queued and prints the final counters."
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Address of the tracer-sink (HOST:PORT, UDP, port 1 to 65535): an IP
     /// address (`[v6]:PORT` for IPv6) or a host name, resolved once at
     /// start (the first address it resolves to is used).
     #[arg(long, value_name = "HOST:PORT", value_parser = tracer_cli::host_port)]
-    sink: SocketAddr,
+    pub(crate) sink: SocketAddr,
 
     #[arg(
         long,
@@ -68,13 +60,13 @@ struct Cli {
         value_parser = probe_by_name,
         long_help = probes_help()
     )]
-    probes: Vec<&'static ProbeSpec>,
+    pub(crate) probes: Vec<&'static ProbeSpec>,
 
     /// cgroup v2 directory whose sockets are traced (with its descendants).
     /// Default: the cgroup v2 root (/sys/fs/cgroup, or /sys/fs/cgroup/unified
     /// on a hybrid layout).
     #[arg(long)]
-    cgroup: Option<PathBuf>,
+    pub(crate) cgroup: Option<PathBuf>,
 
     /// Sample one TCP byte range in N, the same way on every host: the
     /// sequence space of each flow is cut into 64 KiB granules and a
@@ -87,7 +79,7 @@ struct Cli {
     /// (`sendmsg_seen`). See docs/reading-a-trace.md#sampling.
     /// [range: 1..=1000000]
     #[arg(long, default_value = "1", value_name = "N", value_parser = tracer_cli::int(1u32, MAX_SAMPLE_EVERY))]
-    sample_every: u32,
+    pub(crate) sample_every: u32,
 
     #[arg(
         long,
@@ -96,7 +88,7 @@ struct Cli {
         help = "Record only flows matching EXPR (e.g. 'port 5201 and host 10.0.0.2'), filtered in BPF",
         long_help = tracer_agent::filter::HELP
     )]
-    filter: Option<FlowFilter>,
+    pub(crate) filter: Option<FlowFilter>,
 
     /// Trace nettrace's own traffic too, to debug nettrace itself.
     ///
@@ -108,17 +100,17 @@ struct Cli {
     /// address belongs to the traced namespace (or is loopback), these
     /// ports are nettrace's at any of its addresses.
     #[arg(long)]
-    trace_self: bool,
+    pub(crate) trace_self: bool,
 
     /// Trace the network namespace of this file (e.g. /run/netns/NAME or
     /// /proc/PID/ns/net) instead of the agent's own. Any other file is
     /// refused (the kernel is asked what namespace it is).
     #[arg(long, value_name = "PATH", conflicts_with = "all_netns", value_parser = parse_netns)]
-    netns: Option<PathBuf>,
+    pub(crate) netns: Option<PathBuf>,
 
     /// Trace sockets of every network namespace.
     #[arg(long)]
-    all_netns: bool,
+    pub(crate) all_netns: bool,
 
     /// Name of this host in the trace (pcapng interface name): 1 to 64
     /// bytes of UTF-8 without control characters or bidirectional
@@ -126,26 +118,26 @@ struct Cli {
     /// which would reorder what Wireshark shows. Default: the kernel
     /// hostname.
     #[arg(long, value_name = "NAME", value_parser = tracer_cli::hostname(tracer_codec::MAX_HOSTNAME_LEN))]
-    hostname: Option<String>,
+    pub(crate) hostname: Option<String>,
 
     /// Agent id in the trace (decimal, or hex with 0x). Default: random per
     /// run. [range: 0..=0xffffffffffffffff]
     #[arg(long, value_name = "ID", value_parser = parse_agent_id)]
-    agent_id: Option<u64>,
+    pub(crate) agent_id: Option<u64>,
 
     /// Print counters every SECS seconds; 0 prints them only at exit.
     /// [range: 0 or 0.1..=86400 s]
     #[arg(long, default_value = "0", value_name = "SECS", value_parser = tracer_cli::secs_or_zero(0.1, 86400.0))]
-    stats_interval: Duration,
+    pub(crate) stats_interval: Duration,
 
     /// Print counters as JSON lines.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 
     /// UDP payload bytes per datagram. Default: route MTU minus IP/UDP
     /// headers. [range: 256..=65507]
     #[arg(long, value_name = "BYTES", value_parser = tracer_cli::int(MIN_DATAGRAM, MAX_DATAGRAM))]
-    max_datagram: Option<u32>,
+    pub(crate) max_datagram: Option<u32>,
 
     /// How datagrams reach the kernel. gso: up to 64 datagrams of
     /// --max-datagram bytes per system call as UDP GSO segments (each
@@ -154,12 +146,12 @@ struct Cli {
     /// kernel or the route refuses it. mmsg: sendmmsg, one system call,
     /// one pass down the stack per datagram. off: one send per datagram.
     #[arg(long, value_enum, default_value_t = BatchSend::Gso, value_name = "MODE")]
-    batch_send: BatchSend,
+    pub(crate) batch_send: BatchSend,
 
     /// Longest time (ms) an event waits for its datagram to fill.
     /// [range: 1..=10000 ms]
     #[arg(long, default_value = "100", value_name = "MS", value_parser = tracer_cli::millis(1, 10_000))]
-    flush_ms: Duration,
+    pub(crate) flush_ms: Duration,
 
     /// Drain period of the probe's ring (ms). The probe never wakes the
     /// agent, to keep the traced path cheap; this bounds the delay of
@@ -169,14 +161,14 @@ struct Cli {
     /// down to every 1 ms).
     /// [range: 1..=10000 ms]
     #[arg(long, default_value = "100", value_name = "MS", value_parser = tracer_cli::millis(1, 10_000))]
-    poll_ms: Duration,
+    pub(crate) poll_ms: Duration,
 
     /// Record slots per CPU in each probe's ring, a power of two (120 bytes
     /// each for tx). The agent reads them every --poll-ms, sooner while they fill
     /// fast; records overwritten before that are counted as lost.
     /// [range: 64..=1048576]
     #[arg(long, default_value = "32768", value_name = "N", value_parser = tracer_cli::power_of_two(64, 1 << 20))]
-    ring_slots: u32,
+    pub(crate) ring_slots: u32,
 
     /// Run the agent's drain loop as a SCHED_FIFO thread of this priority,
     /// as `perf record --realtime` does: on a host whose CPUs are busy, a
@@ -184,7 +176,7 @@ struct Cli {
     /// after the scheduler's other tasks, and a burst does not lap the ring.
     /// The loop sleeps between drains; needs CAP_SYS_NICE. [range: 1..=99]
     #[arg(long, value_name = "N", value_parser = tracer_cli::int(1u32, 99))]
-    realtime: Option<u32>,
+    pub(crate) realtime: Option<u32>,
 
     /// Reference of the global clock every event is converted to:
     /// `system` (this host's CLOCK_TAI), `phc:/dev/ptpN` (a PTP hardware
@@ -193,35 +185,35 @@ struct Cli {
     /// the responder). The global clock is a software clock: no system clock
     /// is ever adjusted.
     #[arg(long, default_value = "system", value_name = "CLOCK")]
-    clock: ClockArg,
+    pub(crate) clock: ClockArg,
 
     /// UDP port of the sink's clock responder, for `--clock sink` (and
     /// whatever --clock is, to keep its exchanges out of the trace: see
     /// --trace-self). Default: the sink's port + 1. [range: 1..=65535]
     #[arg(long, value_name = "PORT", value_parser = tracer_cli::int(1u16, u16::MAX))]
-    clock_port: Option<u16>,
+    pub(crate) clock_port: Option<u16>,
 
     /// With `--clock sink`: stamp the exchange with the NIC hardware stamps of
     /// this interface (it needs a PHC, and hardware timestamping switched on,
     /// as ptp4l does) instead of kernel software stamps.
     #[arg(long, value_name = "IFACE", value_parser = tracer_cli::iface_name)]
-    clock_hw_iface: Option<String>,
+    pub(crate) clock_hw_iface: Option<String>,
 
     /// Seconds between clock updates (each one is also sent as a clock
     /// event). [range: 0.01..=3600 s]
     #[arg(long, default_value = "1", value_name = "SECS", value_parser = tracer_cli::secs(0.01, 3600.0))]
-    clock_interval: Duration,
+    pub(crate) clock_interval: Duration,
 
     /// Wait up to SECS for the clock to lock before tracing starts (events
     /// before a lock are converted with this host's TAI and marked
     /// UNLOCKED); 0 starts at once. [range: 0..=3600 s]
     #[arg(long, default_value = "10", value_name = "SECS", value_parser = tracer_cli::secs(0.0, 3600.0))]
-    clock_lock_timeout: Duration,
+    pub(crate) clock_lock_timeout: Duration,
 
     /// Clock servo: `pi` (phc2sys's PI controller) or `linreg` (least squares
     /// over a sliding window).
     #[arg(long, default_value = "pi")]
-    servo: ServoKind,
+    pub(crate) servo: ServoKind,
 
     /// The servo's sanity check against a reference that jumps (forged
     /// answers without --key-file, a broken clock): once locked, a sample
@@ -234,7 +226,7 @@ struct Cli {
     /// put; 0 follows none. See docs/clock-model.md.
     /// [range: 0..=1000000000000 ns; or `unlimited`]
     #[arg(long, default_value_t = MaxChange::default(), value_name = "NS")]
-    servo_max_change: MaxChange,
+    pub(crate) servo_max_change: MaxChange,
 
     /// Once the servo has learned this clock's frequency (16 s after it
     /// locks), its correction stays within ± PPB of it: a reference that
@@ -245,13 +237,13 @@ struct Cli {
     /// [range: 0..=1000000]
     #[arg(long, default_value_t = clocksync::servo::sanity::MAX_FREQ_CHANGE_PPB, value_name = "PPB",
         value_parser = tracer_cli::real(0.0, clocksync::servo::sanity::MAX_FREQ_CHANGE_LIMIT_PPB))]
-    servo_max_freq_change: f64,
+    pub(crate) servo_max_freq_change: f64,
 
     /// Follow the reference whatever it does, as phc2sys does (no HOLDOVER,
     /// no bound on forged answers). Only for a reference nobody on the
     /// network can forge.
     #[arg(long, conflicts_with_all = ["servo_max_change", "servo_max_freq_change"])]
-    no_servo_sanity: bool,
+    pub(crate) no_servo_sanity: bool,
 
     /// TESTING ONLY: behave as if this host's CLOCK_REALTIME/CLOCK_TAI were
     /// off by this many ns (every realtime/TAI reading and kernel realtime
@@ -265,7 +257,7 @@ struct Cli {
         allow_hyphen_values = true,
         value_parser = tracer_cli::int(-clocksync::MAX_INJECTED_OFFSET_NS, clocksync::MAX_INJECTED_OFFSET_NS)
     )]
-    inject_clock_offset_ns: i64,
+    pub(crate) inject_clock_offset_ns: i64,
 
     /// TESTING ONLY: drift of the injected clock error, in ppm (the error
     /// grows by this much per second of elapsed time). [range: -1000..=1000]
@@ -277,7 +269,7 @@ struct Cli {
         allow_hyphen_values = true,
         value_parser = tracer_cli::real(-clocksync::MAX_INJECTED_DRIFT_PPM, clocksync::MAX_INJECTED_DRIFT_PPM)
     )]
-    inject_clock_drift_ppm: f64,
+    pub(crate) inject_clock_drift_ppm: f64,
 
     /// TESTING / DEMO ONLY: behave as a separate machine whose clock is a
     /// simulated oscillator, so hosts that are namespaces of one kernel
@@ -299,7 +291,7 @@ struct Cli {
         help_heading = "Testing options",
         allow_hyphen_values = true
     )]
-    simulate_oscillator: Option<OscillatorSpec>,
+    pub(crate) simulate_oscillator: Option<OscillatorSpec>,
 
     /// TESTING ONLY, with --simulate-oscillator: write every event stamp's
     /// local (as sent) and true value to FILE, one `m|r LOCAL TRUE` line
@@ -311,7 +303,7 @@ struct Cli {
         help_heading = "Testing options",
         requires = "simulate_oscillator"
     )]
-    oscillator_truth: Option<PathBuf>,
+    pub(crate) oscillator_truth: Option<PathBuf>,
 
     /// The deployment's shared key file (the same file on every agent and
     /// the sink; make one with `head -c 32 /dev/urandom > nettrace.key &&
@@ -322,54 +314,30 @@ struct Cli {
     /// clock). The file must be private to its owner (mode 0600 or 0400);
     /// the key is never printed.
     #[arg(long, value_name = "PATH")]
-    key_file: Option<PathBuf>,
+    pub(crate) key_file: Option<PathBuf>,
 
     /// At exit, wait up to SECS for the sink to confirm that the last
     /// events reached its file (only if it acknowledged anything before);
     /// 0 does not wait. [range: 0..=60 s]
     #[arg(long, default_value = "2", value_name = "SECS", value_parser = tracer_cli::secs(0.0, 60.0))]
-    ack_wait: Duration,
+    pub(crate) ack_wait: Duration,
 
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
-    btf: PathBuf,
-}
-
-/// Set by SIGINT/SIGTERM; the main loop polls it.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-/// Catch SIGINT and SIGTERM. Installed with sigaction so that a SIGINT
-/// ignored by the parent (a shell starts background jobs that way) is
-/// caught too: Ctrl-C or `kill -INT` must always detach cleanly.
-fn install_stop_handlers() -> std::io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic.
-        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-        act.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        act.sa_flags = libc::SA_RESTART;
-        // SAFETY: act is initialised; the old action is not needed.
-        if unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    pub(crate) btf: PathBuf,
 }
 
 /// Smallest `--max-datagram`: a header with the longest host name and a
 /// few records must fit.
-const MIN_DATAGRAM: u32 = 256;
+pub(crate) const MIN_DATAGRAM: u32 = 256;
 /// Largest `--max-datagram`: the largest UDP payload over IPv4.
-const MAX_DATAGRAM: u32 = tracer_codec::MAX_DATAGRAM_LEN as u32;
+pub(crate) const MAX_DATAGRAM: u32 = tracer_codec::MAX_DATAGRAM_LEN as u32;
 /// Largest `--sample-every`: one 64 KiB granule in a million is already
 /// one sampled byte range per 64 GB of a flow.
-const MAX_SAMPLE_EVERY: u32 = 1_000_000;
+pub(crate) const MAX_SAMPLE_EVERY: u32 = 1_000_000;
 
 /// `--agent-id`: any 64-bit value, decimal or hex with `0x`.
-fn parse_agent_id(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_agent_id(s: &str) -> Result<u64, String> {
     let r = match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse(),
@@ -379,34 +347,16 @@ fn parse_agent_id(s: &str) -> Result<u64, String> {
 
 /// `--netns`: a network namespace file, checked now (see
 /// [`tracer_agent::preflight::netns_inode`]).
-fn parse_netns(s: &str) -> Result<PathBuf, String> {
+pub(crate) fn parse_netns(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     tracer_agent::preflight::netns_inode(&p).map_err(|e| e.to_string())?;
     Ok(p)
 }
 
-fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match real_main() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // `{:#}`: the message and each cause once, on one line.
-            eprintln!("tracer-agent: error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
 /// `--clock`: any clocksync source, or `sink`, the responder beside the
 /// sink given by `--sink` (resolved in `real_main`).
 #[derive(Debug, Clone)]
-enum ClockArg {
+pub(crate) enum ClockArg {
     /// The sink's clock responder, at `--clock-port`.
     Sink,
     /// A source named in full.
@@ -421,274 +371,5 @@ impl std::str::FromStr for ClockArg {
         } else {
             s.parse().map(ClockArg::Spec)
         }
-    }
-}
-
-fn real_main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let sanity = SanityConfig {
-        enabled: !cli.no_servo_sanity,
-        max_change_ns: cli.servo_max_change.0,
-        max_freq_change_ppb: cli.servo_max_freq_change,
-        ..SanityConfig::default()
-    };
-    let clock = match cli.clock {
-        ClockArg::Spec(spec) => spec,
-        ClockArg::Sink => {
-            let port = match cli.clock_port {
-                Some(p) => p,
-                None => cli.sink.port().checked_add(1).context(
-                    "the sink port is 65535: pass --clock-port with the sink's clock responder port",
-                )?,
-            };
-            SourceSpec::Sink(SocketAddr::new(cli.sink.ip(), port))
-        }
-    };
-    let self_endpoints = if cli.trace_self {
-        Vec::new()
-    } else {
-        tracer_agent::self_traffic::agent_endpoints(cli.sink, cli.clock_port, &clock)
-    };
-    let key = match &cli.key_file {
-        Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
-        None => None,
-    };
-    install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
-    let stop = &STOP;
-    let cfg = AgentConfig {
-        sink: cli.sink,
-        probes: in_registry_order(&cli.probes),
-        cgroup: cli
-            .cgroup
-            .unwrap_or_else(tracer_agent::preflight::default_cgroup),
-        netns: match (cli.all_netns, cli.netns) {
-            (true, _) => NetnsFilter::All,
-            (false, Some(p)) => NetnsFilter::Path(p),
-            (false, None) => NetnsFilter::Own,
-        },
-        sample_every: cli.sample_every,
-        filter: cli.filter.unwrap_or_default(),
-        self_endpoints,
-        stats_interval: (!cli.stats_interval.is_zero()).then_some(cli.stats_interval),
-        json: cli.json,
-        identity: AgentIdentity {
-            agent_id: cli.agent_id.unwrap_or_else(rand::random),
-            boot_id: boot_id(),
-            hostname: match cli.hostname {
-                Some(h) => h,
-                None => {
-                    let h = hostname();
-                    if let Some(p) =
-                        tracer_cli::hostname_problem(&h, tracer_codec::MAX_HOSTNAME_LEN)
-                    {
-                        bail!("the kernel host name {h:?} cannot name this host in the trace: {p}; pass --hostname NAME");
-                    }
-                    h
-                }
-            },
-            incarnation: AgentIdentity::new_incarnation(),
-        },
-        keys: key.as_ref().map(AgentKeys::from_shared),
-        ack_wait: cli.ack_wait,
-        max_payload: cli.max_datagram.map(|n| n as usize),
-        batch_send: cli.batch_send,
-        flush_after: cli.flush_ms,
-        poll_interval: cli.poll_ms,
-        slots_per_cpu: cli.ring_slots,
-        realtime: cli.realtime,
-        btf: cli.btf,
-        clock_lock_timeout: cli.clock_lock_timeout,
-        clock: ClockConfig {
-            choice: clock,
-            servo: cli.servo,
-            interval: cli.clock_interval,
-            inject_offset_ns: cli.inject_clock_offset_ns,
-            inject_drift_ppm: cli.inject_clock_drift_ppm,
-            hw_iface: cli.clock_hw_iface,
-            oscillator: cli.simulate_oscillator,
-            truth_log: cli.oscillator_truth,
-            auth: key
-                .as_ref()
-                .map(|k| k.mac_key(tracer_auth::Purpose::ClockExchange)),
-            sanity,
-        },
-    };
-    let stats = run(&cfg, stop)?;
-    print_stats(&stats, cfg.json, true);
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(["tracer-agent", "--sink", "127.0.0.1:9"].iter().chain(args))
-    }
-
-    #[test]
-    fn batch_send_is_one_of_three_modes() {
-        assert_eq!(parse(&[]).unwrap().batch_send, BatchSend::Gso);
-        for (v, want) in [
-            ("gso", BatchSend::Gso),
-            ("mmsg", BatchSend::Mmsg),
-            ("off", BatchSend::Off),
-        ] {
-            assert_eq!(parse(&["--batch-send", v]).unwrap().batch_send, want);
-        }
-        for bad in ["", "GSO2", "1", "sendmmsg"] {
-            assert!(parse(&["--batch-send", bad]).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn the_command_line_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn help_says_the_rx_probe_turns_rx_stamping_on() {
-        let help = Cli::command().render_long_help().to_string();
-        assert!(help.contains("SOF_TIMESTAMPING_RX_SOFTWARE"), "{help}");
-        let c = parse(&["--probes", "tx,rx"]).unwrap();
-        let names: Vec<_> = in_registry_order(&c.probes)
-            .iter()
-            .map(|p| p.name)
-            .collect();
-        assert_eq!(names, ["tx", "rx"]);
-    }
-
-    #[test]
-    fn probes_default_to_tx_rx_and_unknown_names_list_the_known_ones() {
-        let names = |c: Cli| -> Vec<&str> {
-            in_registry_order(&c.probes)
-                .iter()
-                .map(|p| p.name)
-                .collect()
-        };
-        assert_eq!(names(parse(&[]).unwrap()), ["tx", "rx"]);
-        assert_eq!(names(parse(&["--probes", "tx,tx"]).unwrap()), ["tx"]);
-        let e = parse(&["--probes", "tx,bogus"]).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
-        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
-        let msg = e.to_string();
-        assert!(msg.contains("unknown probe \"bogus\""), "{msg}");
-        assert!(
-            msg.contains(&format!("known probes are {}", known_probe_names())),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn sink_takes_host_names_and_addresses() {
-        let c = Cli::try_parse_from(["tracer-agent", "--sink", "localhost:7420"]).unwrap();
-        assert!(c.sink.ip().is_loopback(), "{}", c.sink);
-        assert_eq!(c.sink.port(), 7420);
-        let c = Cli::try_parse_from(["tracer-agent", "--sink", "[::1]:9"]).unwrap();
-        assert_eq!(c.sink, "[::1]:9".parse().unwrap());
-        for bad in [
-            "localhost",
-            "localhost:x",
-            ":7420",
-            "no-such-host.invalid:7420",
-        ] {
-            let e = Cli::try_parse_from(["tracer-agent", "--sink", bad]).unwrap_err();
-            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
-        }
-    }
-
-    #[test]
-    fn hostname_and_max_datagram_are_checked_not_cut() {
-        assert_eq!(
-            parse(&["--hostname", "web-1"]).unwrap().hostname.as_deref(),
-            Some("web-1")
-        );
-        for bad in ["", "a\nb", "tab\there", &"x".repeat(65)] {
-            assert!(parse(&["--hostname", bad]).is_err(), "{bad:?}");
-        }
-        assert!(parse(&["--hostname", &"é".repeat(32)]).is_ok(), "64 bytes");
-        assert!(parse(&["--hostname", &"é".repeat(33)]).is_err(), "66 bytes");
-        assert_eq!(
-            parse(&["--max-datagram", "256"]).unwrap().max_datagram,
-            Some(256)
-        );
-        assert_eq!(
-            parse(&["--max-datagram", "65507"]).unwrap().max_datagram,
-            Some(65507)
-        );
-        for bad in ["255", "65508", "0"] {
-            assert!(parse(&["--max-datagram", bad]).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn servo_sanity_options_parse_and_say_what_they_bound() {
-        let c = parse(&[]).unwrap();
-        assert_eq!(c.servo_max_change, MaxChange::default());
-        assert!(!c.no_servo_sanity);
-        let c = parse(&["--servo-max-change", "unlimited"]).unwrap();
-        assert_eq!(c.servo_max_change, MaxChange(None));
-        let c = parse(&["--servo-max-change", "0", "--servo-max-freq-change", "2000"]).unwrap();
-        assert_eq!(
-            (c.servo_max_change, c.servo_max_freq_change),
-            (MaxChange(Some(0)), 2000.0)
-        );
-        assert!(parse(&["--servo-max-change", "1ms"]).is_err());
-        assert!(parse(&["--no-servo-sanity", "--servo-max-change", "5"]).is_err());
-        let help = Cli::command().render_long_help().to_string();
-        for words in ["HOLDOVER", "forged", "ns per second", "--key-file"] {
-            assert!(help.contains(words), "--help lacks {words:?}");
-        }
-    }
-
-    #[test]
-    fn simulate_oscillator_is_parsed_and_documented() {
-        assert!(parse(&[]).unwrap().simulate_oscillator.is_none());
-        let c = parse(&["--simulate-oscillator", "-2000000,-30,5,20"]).unwrap();
-        let o = c.simulate_oscillator.unwrap();
-        assert_eq!(
-            (o.offset_ns, o.drift_ppm, o.noise_ns),
-            (-2_000_000, -30.0, 20.0)
-        );
-        let e = parse(&["--simulate-oscillator", "1,5000"]).unwrap_err();
-        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
-        assert!(e.to_string().contains("drift_ppm"), "{e}");
-        // The truth log needs an oscillator.
-        let e = parse(&["--oscillator-truth", "/tmp/x"]).unwrap_err();
-        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
-        let help = Cli::command().render_long_help().to_string();
-        assert!(
-            help.contains("offset_ns,drift_ppm[,wander_ppb_per_s[,noise_ns[,seed]]]"),
-            "{help}"
-        );
-    }
-
-    #[test]
-    fn own_traffic_is_excluded_unless_trace_self() {
-        assert!(!parse(&[]).unwrap().trace_self);
-        assert!(parse(&["--trace-self"]).unwrap().trace_self);
-        let help = Cli::command().render_long_help().to_string();
-        assert!(help.contains("Trace nettrace's own traffic too"), "{help}");
-    }
-
-    #[test]
-    fn filter_is_parsed_at_argument_parsing() {
-        assert!(parse(&[]).unwrap().filter.is_none());
-        let c = parse(&["--filter", "port 5201 and host 10.0.0.2"]).unwrap();
-        assert_eq!(c.filter.unwrap().clauses.len(), 2);
-        let e = parse(&["--filter", "port x"]).unwrap_err();
-        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
-        assert_eq!(e.exit_code(), 2);
-        let msg = e.to_string();
-        assert!(
-            msg.contains("filter column 6: \"x\" is not a port number"),
-            "{msg}"
-        );
-        let help = Cli::command().render_long_help().to_string();
-        assert!(
-            help.contains("src/dst are the ends as the event shows them"),
-            "{help}"
-        );
     }
 }
