@@ -1,14 +1,17 @@
 //! BPF probes. Each probe's BPF program is `ebpf/<name>.bpf.c` at the
-//! workspace root (built by build.rs into a skeleton) and the Rust that
-//! loads it is one folder here; every probe implements [`Probe`], and
-//! [`PROBES`] is the registry `--probes` selects from. Adding a probe:
+//! workspace root (built by build.rs into a skeleton) and its Rust side is
+//! one folder here: a [`core::ProbeKind`] (spec, decoder, counters) that the
+//! one probe core (`core.rs`) turns into a loaded [`Probe`]; [`PROBES`] is
+//! the registry `--probes` selects from. Adding a probe:
 //! `ebpf/<name>.bpf.c`, a new folder `probes/<name>/` with its `mod.rs`
-//! (exporting a [`ProbeSpec`]), its `mod` line below and its line in
-//! [`PROBES`].
+//! (a `ProbeKind` and its `SPEC = core::spec::<Kind>()`), its `mod` line
+//! below and its line in [`PROBES`].
 //!
 //! The shared C headers are in `ebpf/include/`: `tracer.h` (records,
-//! enums) and `kernel.h` (the few kernel types the probes read).
+//! enums), `slot_ring.h` (the maps every probe has) and `kernel.h` (the few
+//! kernel types the probes read).
 
+pub mod core;
 pub mod drops;
 pub mod interface;
 pub mod rx;
@@ -19,6 +22,8 @@ pub use tracer_codec::sample;
 mod skb_flow;
 pub mod slots;
 pub mod tcp;
+#[cfg(test)]
+pub mod testing;
 pub mod tx;
 
 pub use interface::{
@@ -113,5 +118,59 @@ mod tests {
             assert!(!p.name.is_empty() && !p.name.contains([',', ' ']));
             assert!(PROBES[i + 1..].iter().all(|q| q.name != p.name));
         }
+    }
+
+    /// Every probe of the registry opens, loads, attaches, drains, counts,
+    /// lists its programs and detaches through the probe core: the names the
+    /// Rust side gives (programs, maps) are the C side's. Needs root and a
+    /// cgroup v2 mount (else it says so and passes); the tx probe attaches
+    /// to a cgroup of its own, with no process in it.
+    #[test]
+    fn every_probe_runs_through_the_core_as_root() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let Some(root) = mounts
+            .lines()
+            .map(|l| l.split(' ').collect::<Vec<_>>())
+            .find(|f| f.get(2) == Some(&"cgroup2"))
+            .map(|f| std::path::PathBuf::from(f[1]))
+        else {
+            eprintln!("skipped: no cgroup v2 mount");
+            return;
+        };
+        let cgroup = root.join(format!("ntr-probe-core-{}", std::process::id()));
+        std::fs::create_dir(&cgroup).unwrap();
+        let cfg = ProbeConfig {
+            cgroup: cgroup.clone(),
+            target_netns: 0,
+            sample_every: 1,
+            slots_per_cpu: 64,
+            btf: "/sys/kernel/btf/vmlinux".into(),
+            filter: Default::default(),
+            self_traffic: Default::default(),
+        };
+        let mut ran = Vec::new();
+        for spec in PROBES {
+            if let Err(e) = (spec.check)(&cfg) {
+                eprintln!("{} skipped: {e}", spec.name);
+                continue;
+            }
+            let mut object = std::mem::MaybeUninit::uninit();
+            let mut p = (spec.open)(&mut object, &cfg).unwrap();
+            assert_eq!(p.name(), spec.name);
+            p.attach().unwrap();
+            assert!(!p.programs().is_empty(), "{}", spec.name);
+            p.doorbell().unwrap();
+            p.counters().unwrap();
+            p.drain(&mut testing::Seen::default()).unwrap();
+            p.detach();
+            ran.push(spec.name);
+        }
+        std::fs::remove_dir(&cgroup).unwrap();
+        assert!(ran.contains(&"drops") && ran.contains(&"tcp"), "{ran:?}");
     }
 }

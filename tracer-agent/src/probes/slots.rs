@@ -172,16 +172,23 @@ impl Drop for SlotRing {
 }
 
 /// A record type a probe writes into its slot ring: a C struct from the
-/// skeleton that starts with `struct record_hdr` (kind u16, len u16).
+/// skeleton that starts with `struct record_hdr` (kind u16, len u16,
+/// commit u32).
 ///
 /// # Safety
 /// Every bit pattern must be a valid value of the type (plain integers and
 /// arrays of them), so that a copy of ring bytes is a value.
-pub unsafe trait PlainRecord: Copy {}
+pub unsafe trait PlainRecord: Copy {
+    /// Its `enum record_kind` value, which `hdr.kind` must hold.
+    const KIND: u16;
+    /// Byte offset of `hdr.commit`, the word [`SlotRing`] checks.
+    const COMMIT_OFFSET: usize;
+}
 
 /// The record of type `T` at the start of `data`, after checking that its
-/// header names `kind` and the size of `T`; never panics on bad input.
-pub fn read_record<T: PlainRecord>(data: &[u8], kind: u16) -> Result<T, RecordError> {
+/// header names `T`'s kind and size; never panics on bad input.
+pub fn read_record<T: PlainRecord>(data: &[u8]) -> Result<T, RecordError> {
+    let kind = T::KIND;
     let size = std::mem::size_of::<T>();
     if data.len() < size || data.len() < 4 {
         return Err(RecordError::Short(data.len()));
@@ -217,10 +224,10 @@ pub fn read_heads(heads: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
     Ok(per_cpu.iter().map(|b| u64_at(b)).collect())
 }
 
-/// Every entry of a per-CPU `u64` array map of `N` entries (a probe's
-/// `counters`), each summed over CPUs.
-pub fn sum_percpu<const N: usize>(map: &impl MapCore) -> Result<[u64; N], libbpf_rs::Error> {
-    let mut out = [0u64; N];
+/// Every entry of a per-CPU `u64` array map (a probe's `counters`), each
+/// summed over CPUs.
+pub fn sum_percpu(map: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
+    let mut out = vec![0u64; map.max_entries() as usize];
     for (idx, v) in out.iter_mut().enumerate() {
         let per_cpu = map
             .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)?
@@ -228,6 +235,15 @@ pub fn sum_percpu<const N: usize>(map: &impl MapCore) -> Result<[u64; N], libbpf
         *v = per_cpu.iter().map(|b| u64_at(b)).sum();
     }
     Ok(out)
+}
+
+/// The bytes of a record as a probe writes them, for decoder tests.
+#[cfg(test)]
+pub fn record_bytes<T: PlainRecord>(r: &T) -> Vec<u8> {
+    // SAFETY: the skeleton's record types are repr(C) with every padding
+    // byte an explicit field (PlainRecord): all size_of::<T>() bytes are
+    // initialised integers.
+    unsafe { std::slice::from_raw_parts((r as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
 }
 
 #[cfg(test)]

@@ -133,6 +133,36 @@ impl Kallsyms {
     }
 }
 
+/// Reason and location names of this host, resolved once per run.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    /// `enum skb_drop_reason` of the running kernel.
+    pub reasons: DropReasons,
+    /// /proc/kallsyms.
+    pub kallsyms: Kallsyms,
+}
+
+impl Names {
+    /// Read both; either one missing leaves its names empty (events then
+    /// carry numbers only), with a warning: drops are still worth seeing.
+    pub fn load(btf: &Path) -> Self {
+        let reasons = DropReasons::from_btf(btf).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "drop reasons will have no names");
+            DropReasons::default()
+        });
+        let kallsyms = Kallsyms::load().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read /proc/kallsyms: drop locations stay addresses");
+            Kallsyms::default()
+        });
+        if kallsyms.is_empty() {
+            tracing::warn!(
+                "/proc/kallsyms shows no addresses (not root?): drop locations stay addresses"
+            );
+        }
+        Names { reasons, kallsyms }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,60 +2,36 @@
 //! on `tcp:tcp_retransmit_skb`, `tcp:tcp_send_reset`,
 //! `tcp:tcp_receive_reset`, `sock:sock_rcvqueue_full` and
 //! `sock:sock_exceed_buf_limit`, each writing one record per event of the
-//! traced namespace; here they are loaded, attached, read and turned into
-//! TCP wire events.
+//! traced namespace; here, its spec and the decoder of its records into
+//! TCP wire events (the probe core does the rest).
 //!
 //! A probe of its own rather than part of `drops`: its tracepoints are
 //! rare and per socket, `skb:kfree_skb` fires for every drop of every
 //! namespace; a user can take either without paying for the other, and
 //! each ring holds one record kind of one size.
 
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd};
-
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, OpenObject};
 use tracer_codec::{TcpAnomaly, TcpEvent};
 
-use super::interface::{
-    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
-};
-use super::slots::{self, Drained, RecordError, SlotRing};
-use crate::preflight::PreflightError;
+use super::core::{self, Attach, Counters, OpenSkelOf, ProbeKind};
+use super::interface::{ProbeConfig, ProbeCounters, ProbeSpec};
+use super::slots::{self, PlainRecord, RecordError};
 
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    missing_docs,
-    dead_code,
-    non_camel_case_types,
-    non_snake_case,
-    unused
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/tcp.skel.rs"));
-}
+crate::bpf_skeleton!("tcp");
 
-use skel::types::{record_hdr, record_kind, tcp_anomaly, tcp_counter, tcp_record};
+use skel::types::{record_hdr, record_kind, rodata, tcp_anomaly, tcp_counter, tcp_record};
 
 // SAFETY: tcp_record is a skeleton copy of a C struct of integers and arrays
 // of integers: every bit pattern is a valid value.
-unsafe impl slots::PlainRecord for tcp_record {}
-use skel::TcpSkel;
+unsafe impl PlainRecord for tcp_record {
+    const KIND: u16 = record_kind::RECORD_TCP.0 as u16;
+    const COMMIT_OFFSET: usize = std::mem::offset_of!(tcp_record, hdr.commit);
+}
+crate::shared_rodata!(rodata);
 
 /// Registry entry of this probe.
-pub const SPEC: ProbeSpec = ProbeSpec {
-    name: NAME,
-    about: "TCP anomalies: retransmissions, resets sent/received, receive queue full, memory limit",
-    check,
-    open,
-};
+pub const SPEC: ProbeSpec = core::spec::<Tcp>();
 
-const NAME: &str = "tcp";
-
-const RECORD_TCP: u16 = record_kind::RECORD_TCP.0 as u16;
 const N_COUNTERS: usize = tcp_counter::TCP_CTR_MAX.0 as usize;
-const COMMIT_OFFSET: usize = std::mem::offset_of!(record_hdr, commit);
 
 const _: () = assert!(record_kind::RECORD_TCP.0 <= u16::MAX as u32);
 // C `enum tcp_anomaly` and the codec's TcpAnomaly carry the same values.
@@ -78,176 +54,48 @@ const _: () = assert!(
 );
 const _: () = assert!((tcp_counter::TCP_CTR_LOST.0 as usize) < N_COUNTERS);
 
-/// Preflight: tp_btf needs only the kernel BTF the agent already requires.
-fn check(_cfg: &ProbeConfig) -> Result<(), PreflightError> {
-    Ok(())
-}
+/// The TCP anomalies probe (no state of its own).
+#[derive(Debug)]
+pub struct Tcp;
 
-fn open<'obj>(
-    object: &'obj mut MaybeUninit<OpenObject>,
-    cfg: &ProbeConfig,
-) -> Result<Box<dyn Probe + 'obj>, ProbeError> {
-    Ok(Box::new(TcpProbe::load(object, cfg)?))
-}
+// No check of its own: tp_btf needs only the kernel BTF the agent already
+// requires.
+impl ProbeKind for Tcp {
+    const NAME: &'static str = "tcp";
+    const ABOUT: &'static str =
+        "TCP anomalies: retransmissions, resets sent/received, receive queue full, memory limit";
+    const PROGRAMS: &'static [Attach] = &[
+        Attach::Tracepoint("tcp_retransmit"),
+        Attach::Tracepoint("tcp_send_reset"),
+        Attach::Tracepoint("tcp_receive_reset"),
+        Attach::Tracepoint("sock_rcvqueue_full"),
+        Attach::Tracepoint("sock_exceed_buf_limit"),
+    ];
+    type Builder = skel::TcpSkelBuilder;
+    type Rodata = rodata;
+    type Record = tcp_record;
+    type Event = TcpEvent;
 
-fn load_err(source: libbpf_rs::Error) -> ProbeError {
-    ProbeError::Load {
-        probe: NAME,
-        source,
+    fn rodata<'a>(open: &'a mut OpenSkelOf<'_, Self>) -> Option<&'a mut rodata> {
+        open.maps.rodata_data.as_deref_mut()
     }
-}
 
-fn map_err(map: &'static str) -> impl FnOnce(libbpf_rs::Error) -> ProbeError {
-    move |source| ProbeError::Map {
-        probe: NAME,
-        map,
-        source,
+    fn new(_cfg: &ProbeConfig) -> Self {
+        Tcp
     }
-}
 
-/// A loaded TCP anomalies probe. Dropping it detaches the programs.
-pub struct TcpProbe<'obj> {
-    skel: TcpSkel<'obj>,
-    links: Vec<Link>,
-    ring: SlotRing,
-}
-
-impl<'obj> TcpProbe<'obj> {
-    /// Open, configure and load the probe (not attached).
-    pub fn load(
-        object: &'obj mut MaybeUninit<OpenObject>,
-        cfg: &ProbeConfig,
-    ) -> Result<Self, ProbeError> {
-        let mut open = skel::TcpSkelBuilder::default()
-            .open(object)
-            .map_err(load_err)?;
-        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-            ro.target_netns = cfg.target_netns;
-            crate::write_flow_filter!(ro, &cfg.filter);
-            crate::write_self_traffic!(ro, &cfg.self_traffic);
-            ro.slots_per_cpu = cfg.slots_per_cpu;
+    /// Checks kind, length, anomaly and family.
+    fn decode(&self, data: &[u8]) -> Result<TcpEvent, RecordError> {
+        let r: tcp_record = slots::read_record(data)?;
+        if TcpAnomaly::from_u8(r.anomaly).is_none() {
+            return Err(RecordError::UnknownStage(r.anomaly));
         }
-        let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;
-        let entries = (ncpu as u64 * u64::from(cfg.slots_per_cpu)).min(u64::from(u32::MAX)) as u32;
-        open.maps.slots.set_max_entries(entries).map_err(load_err)?;
-        let skel = open.load().map_err(load_err)?;
-        let heads = read_heads(&skel)?;
-        let ring = SlotRing::new(
-            skel.maps.slots.as_fd(),
-            std::mem::size_of::<tcp_record>(),
-            COMMIT_OFFSET,
-            cfg.slots_per_cpu,
-            &heads,
-        )
-        .map_err(|e| map_err("slots")(libbpf_rs::Error::from(e)))?;
-        Ok(TcpProbe {
-            skel,
-            links: Vec::new(),
-            ring,
-        })
-    }
-}
-
-impl Probe for TcpProbe<'_> {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn attach(&mut self) -> Result<(), ProbeError> {
-        let p = &self.skel.progs;
-        let mut links = Vec::new();
-        for prog in [
-            &p.tcp_retransmit,
-            &p.tcp_send_reset,
-            &p.tcp_receive_reset,
-            &p.sock_rcvqueue_full,
-            &p.sock_exceed_buf_limit,
-        ] {
-            links.push(prog.attach().map_err(load_err)?);
+        if !tracer_codec::FLOW_FAMILY.contains(r.family.into()) {
+            return Err(RecordError::BadFamily(r.family));
         }
-        self.links = links;
-        Ok(())
-    }
-
-    fn drain(&mut self, out: &mut dyn Collector) -> Result<Drained, ProbeError> {
-        let heads = read_heads(&self.skel)?;
-        Ok(self.ring.drain(&heads, |data| deliver(data, out)))
-    }
-
-    fn counters(&self) -> Result<ProbeCounters, ProbeError> {
-        let c = read_counters(&self.skel)?;
-        Ok(ProbeCounters {
-            ringbuf_lost: c[tcp_counter::TCP_CTR_LOST.0 as usize],
-            ..Default::default()
-        })
-    }
-
-    fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError> {
-        libbpf_rs::MapHandle::try_from(&self.skel.maps.doorbell).map_err(map_err("doorbell"))
-    }
-
-    fn programs(&self) -> Vec<BorrowedFd<'_>> {
-        let p = &self.skel.progs;
-        vec![
-            p.tcp_retransmit.as_fd(),
-            p.tcp_send_reset.as_fd(),
-            p.tcp_receive_reset.as_fd(),
-            p.sock_rcvqueue_full.as_fd(),
-            p.sock_exceed_buf_limit.as_fd(),
-        ]
-    }
-
-    fn detach(&mut self) {
-        self.links.clear();
-    }
-}
-
-fn deliver(data: &[u8], out: &mut dyn Collector) {
-    match TcpRecord::decode(data) {
-        Ok(rec) => {
-            let mono_ns = out.local_mono(rec.0.mono_ns);
-            let ev = TcpEvent {
-                mono_ns,
-                ..rec.to_event(out.global_ns(mono_ns))
-            };
-            out.event(ProbeEvent::Tcp(&ev))
-        }
-        Err(e) => out.bad_record(NAME, e),
-    }
-}
-
-fn read_counters(skel: &TcpSkel<'_>) -> Result<[u64; N_COUNTERS], ProbeError> {
-    slots::sum_percpu(&skel.maps.counters).map_err(map_err("counters"))
-}
-
-fn read_heads(skel: &TcpSkel<'_>) -> Result<Vec<u64>, ProbeError> {
-    slots::read_heads(&skel.maps.heads).map_err(map_err("heads"))
-}
-
-/// A TCP anomaly record, decoded and validated.
-#[derive(Debug, Clone, Copy)]
-pub struct TcpRecord(tcp_record);
-
-impl TcpRecord {
-    /// Decode a probe record and check kind, length, anomaly and family;
-    /// never panics on bad input.
-    pub fn decode(data: &[u8]) -> Result<Self, RecordError> {
-        let rec: tcp_record = slots::read_record(data, RECORD_TCP)?;
-        if TcpAnomaly::from_u8(rec.anomaly).is_none() {
-            return Err(RecordError::UnknownStage(rec.anomaly));
-        }
-        if !tracer_codec::FLOW_FAMILY.contains(rec.family.into()) {
-            return Err(RecordError::BadFamily(rec.family));
-        }
-        Ok(TcpRecord(rec))
-    }
-
-    /// The wire event, with `global_ns` from the caller's clock.
-    pub fn to_event(&self, global_ns: u64) -> TcpEvent {
-        let r = &self.0;
-        TcpEvent {
+        Ok(TcpEvent {
             mono_ns: r.mono_ns,
-            global_ns,
+            global_ns: 0,
             cookie: r.cookie,
             seq: r.seq,
             end_seq: r.end_seq,
@@ -261,6 +109,13 @@ impl TcpRecord {
             dport: r.dport,
             saddr: r.saddr,
             daddr: r.daddr,
+        })
+    }
+
+    fn counters(c: &Counters) -> ProbeCounters {
+        ProbeCounters {
+            ringbuf_lost: c.at(tcp_counter::TCP_CTR_LOST.0),
+            ..Default::default()
         }
     }
 }
@@ -268,11 +123,12 @@ impl TcpRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probes::slots::record_bytes as bytes;
 
     fn sample() -> tcp_record {
         tcp_record {
             hdr: record_hdr {
-                kind: RECORD_TCP,
+                kind: tcp_record::KIND,
                 len: std::mem::size_of::<tcp_record>() as u16,
                 commit: 1,
             },
@@ -286,23 +142,12 @@ mod tests {
         }
     }
 
-    fn bytes(r: &tcp_record) -> Vec<u8> {
-        // SAFETY: tcp_record is repr(C) plain data; we view its bytes.
-        unsafe {
-            std::slice::from_raw_parts(
-                (r as *const tcp_record).cast::<u8>(),
-                size_of::<tcp_record>(),
-            )
-        }
-        .to_vec()
-    }
-
     #[test]
-    fn decode_and_convert() {
-        let ev = TcpRecord::decode(&bytes(&sample())).unwrap().to_event(3);
+    fn decode_with_raw_stamps() {
+        let ev = Tcp.decode(&bytes(&sample())).unwrap();
         assert_eq!(
-            (ev.global_ns, ev.cookie, ev.seq, ev.end_seq),
-            (3, 7, 10, 20)
+            (ev.mono_ns, ev.global_ns, ev.cookie, ev.seq, ev.end_seq),
+            (5, 0, 7, 10, 20)
         );
         assert_eq!(ev.anomaly(), Some(TcpAnomaly::Retransmit));
     }
@@ -312,17 +157,17 @@ mod tests {
         let mut s = sample();
         s.anomaly = tcp_anomaly::TCP_ANOMALY_MAX.0 as u8;
         assert_eq!(
-            TcpRecord::decode(&bytes(&s)).unwrap_err(),
+            Tcp.decode(&bytes(&s)).unwrap_err(),
             RecordError::UnknownStage(s.anomaly)
         );
         let mut s = sample();
         s.family = 9;
         assert_eq!(
-            TcpRecord::decode(&bytes(&s)).unwrap_err(),
+            Tcp.decode(&bytes(&s)).unwrap_err(),
             RecordError::BadFamily(9)
         );
         assert_eq!(
-            TcpRecord::decode(&bytes(&sample())[..7]).unwrap_err(),
+            Tcp.decode(&bytes(&sample())[..7]).unwrap_err(),
             RecordError::Short(7)
         );
     }

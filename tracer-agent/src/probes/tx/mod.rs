@@ -1,62 +1,37 @@
 //! The TX timestamping probe (`ebpf/tx.bpf.c`): a sockops program
 //! attached to a cgroup that turns on BPF TX timestamping and writes one
-//! record per callback into its slot ring; here it is loaded, attached,
-//! read, validated and turned into wire events.
+//! record per callback into its slot ring; here, its spec and the decoder
+//! of its records into wire events (the probe core does the rest).
 //!
 //! Every number shared with the BPF side (record kind, stages, counter
 //! indices, record layout) comes from the skeleton's `types`, generated from
 //! the object's BTF, i.e. from `ebpf/include/tracer.h`. Where a value must
 //! also match the wire codec, a compile-time assert below ties the two.
 
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, OpenObject};
 use tracer_codec::{TxEvent, TxStage};
 
-use super::interface::{
-    Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
-};
-use super::slots::{self, Drained, RecordError, SlotRing};
+use super::core::{self, Attach, Counters, OpenSkelOf, ProbeKind};
+use super::interface::{ProbeConfig, ProbeCounters, ProbeSpec};
+use super::slots::{self, PlainRecord, RecordError};
 use crate::preflight::{self, PreflightError};
 
-#[allow(
-    clippy::all,
-    clippy::pedantic,
-    missing_docs,
-    dead_code,
-    non_camel_case_types,
-    non_snake_case,
-    unused
-)]
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/tx.skel.rs"));
-}
+crate::bpf_skeleton!("tx");
 
-use skel::types::{counter, record_hdr, record_kind, tx_flag, tx_record, tx_stage};
+use skel::types::{counter, record_hdr, record_kind, rodata, tx_flag, tx_record, tx_stage};
 
 // SAFETY: tx_record is a skeleton copy of a C struct of integers and arrays
 // of integers: every bit pattern is a valid value.
-unsafe impl slots::PlainRecord for tx_record {}
-use skel::TxSkel;
+unsafe impl PlainRecord for tx_record {
+    const KIND: u16 = record_kind::RECORD_TX.0 as u16;
+    const COMMIT_OFFSET: usize = std::mem::offset_of!(tx_record, hdr.commit);
+}
+crate::shared_rodata!(rodata, sample_threshold);
 
 /// Registry entry of this probe.
-pub const SPEC: ProbeSpec = ProbeSpec {
-    name: NAME,
-    about: "BPF TX timestamping of TCP sends: SENDMSG, SCHED, SND_SW, SND_HW, ACK (Linux >= 6.15)",
-    check,
-    open,
-};
+pub const SPEC: ProbeSpec = core::spec::<Tx>();
 
-const NAME: &str = "tx";
-
-/// `enum record_kind` value of TX records.
-const RECORD_TX: u16 = record_kind::RECORD_TX.0 as u16;
 /// Length of the per-CPU counter array (`CTR_MAX`).
 const N_COUNTERS: usize = counter::CTR_MAX.0 as usize;
-/// Byte offset of the commit word every slot's header ends with.
-const COMMIT_OFFSET: usize = std::mem::offset_of!(record_hdr, commit);
 
 // The kind must fit record_hdr.kind.
 const _: () = assert!(record_kind::RECORD_TX.0 <= u16::MAX as u32);
@@ -106,198 +81,47 @@ const _: () = {
 // `--ring-slots`'s help quotes the slot size.
 const _: () = assert!(std::mem::size_of::<tx_record>() == 120);
 
-/// Preflight: the kernel must have BPF TX timestamping.
-fn check(cfg: &ProbeConfig) -> Result<(), PreflightError> {
-    preflight::check_tx_timestamping(&cfg.btf)
-}
+/// The TX probe (no state of its own).
+#[derive(Debug)]
+pub struct Tx;
 
-/// [`SPEC`]'s open: open, configure and load (not attached).
-fn open<'obj>(
-    object: &'obj mut MaybeUninit<OpenObject>,
-    cfg: &ProbeConfig,
-) -> Result<Box<dyn Probe + 'obj>, ProbeError> {
-    Ok(Box::new(TxProbe::load(object, cfg)?))
-}
+impl ProbeKind for Tx {
+    const NAME: &'static str = "tx";
+    const ABOUT: &'static str =
+        "BPF TX timestamping of TCP sends: SENDMSG, SCHED, SND_SW, SND_HW, ACK (Linux >= 6.15)";
+    const PROGRAMS: &'static [Attach] = &[Attach::Cgroup("tx_tstamp")];
+    /// TCP only: it cannot see nettrace's UDP.
+    const SEES_SELF_TRAFFIC: bool = false;
+    type Builder = skel::TxSkelBuilder;
+    type Rodata = rodata;
+    type Record = tx_record;
+    type Event = TxEvent;
 
-fn load_err(source: libbpf_rs::Error) -> ProbeError {
-    ProbeError::Load {
-        probe: NAME,
-        source,
+    /// The kernel must have BPF TX timestamping.
+    fn check(cfg: &ProbeConfig) -> Result<(), PreflightError> {
+        preflight::check_tx_timestamping(&cfg.btf)
     }
-}
 
-fn map_err(map: &'static str) -> impl FnOnce(libbpf_rs::Error) -> ProbeError {
-    move |source| ProbeError::Map {
-        probe: NAME,
-        map,
-        source,
+    fn rodata<'a>(open: &'a mut OpenSkelOf<'_, Self>) -> Option<&'a mut rodata> {
+        open.maps.rodata_data.as_deref_mut()
     }
-}
 
-/// A loaded TX probe. Dropping it detaches the program.
-pub struct TxProbe<'obj> {
-    skel: TxSkel<'obj>,
-    cgroup: std::path::PathBuf,
-    link: Option<Link>,
-    ring: SlotRing,
-}
+    fn new(_cfg: &ProbeConfig) -> Self {
+        Tx
+    }
 
-impl<'obj> TxProbe<'obj> {
-    /// Open, configure and load the probe. `object` holds the BPF object
-    /// for the probe's lifetime.
-    pub fn load(
-        object: &'obj mut MaybeUninit<OpenObject>,
-        cfg: &ProbeConfig,
-    ) -> Result<Self, ProbeError> {
-        let builder = skel::TxSkelBuilder::default();
-        let mut open = builder.open(object).map_err(load_err)?;
-        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-            ro.target_netns = cfg.target_netns;
-            crate::write_flow_filter!(ro, &cfg.filter);
-            ro.sample_threshold = tracer_codec::sample::threshold(cfg.sample_every);
-            ro.slots_per_cpu = cfg.slots_per_cpu;
+    /// Checks what the wire format relies on: kind, length, stage, family.
+    fn decode(&self, data: &[u8]) -> Result<TxEvent, RecordError> {
+        let r: tx_record = slots::read_record(data)?;
+        if TxStage::from_u8(r.stage).is_none() {
+            return Err(RecordError::UnknownStage(r.stage));
         }
-        let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;
-        let entries = (ncpu as u64 * u64::from(cfg.slots_per_cpu)).min(u64::from(u32::MAX)) as u32;
-        open.maps.slots.set_max_entries(entries).map_err(load_err)?;
-        let skel = open.load().map_err(load_err)?;
-        let heads = read_heads(&skel)?;
-        let ring = SlotRing::new(
-            skel.maps.slots.as_fd(),
-            std::mem::size_of::<tx_record>(),
-            COMMIT_OFFSET,
-            cfg.slots_per_cpu,
-            &heads,
-        )
-        .map_err(|e| map_err("slots")(libbpf_rs::Error::from(e)))?;
-        Ok(TxProbe {
-            skel,
-            cgroup: cfg.cgroup.clone(),
-            link: None,
-            ring,
-        })
-    }
-}
-
-impl Probe for TxProbe<'_> {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn attach(&mut self) -> Result<(), ProbeError> {
-        let dir = std::fs::File::open(&self.cgroup).map_err(|source| ProbeError::Cgroup {
-            path: self.cgroup.clone(),
-            source,
-        })?;
-        let link = self
-            .skel
-            .progs
-            .tx_tstamp
-            .attach_cgroup(dir.as_raw_fd())
-            .map_err(|source| ProbeError::Attach {
-                probe: NAME,
-                path: self.cgroup.clone(),
-                source,
-            })?;
-        self.link = Some(link);
-        Ok(())
-    }
-
-    fn drain(&mut self, out: &mut dyn Collector) -> Result<Drained, ProbeError> {
-        let heads = read_heads(&self.skel)?;
-        Ok(self.ring.drain(&heads, |data| deliver(data, out)))
-    }
-
-    fn counters(&self) -> Result<ProbeCounters, ProbeError> {
-        let c = read_counters(&self.skel)?;
-        let at = |i: counter| c[i.0 as usize];
-        Ok(ProbeCounters {
-            ringbuf_lost: at(counter::CTR_RB_LOST),
-            setsockopt_errors: at(counter::CTR_SETSOCKOPT_ERR),
-            tag_errors: at(counter::CTR_TAG_ERR),
-            sockets: at(counter::CTR_SOCKETS),
-            sendmsg_seen: at(counter::CTR_SENDMSG_SEEN),
-            ..ProbeCounters::default()
-        })
-    }
-
-    fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError> {
-        libbpf_rs::MapHandle::try_from(&self.skel.maps.doorbell).map_err(map_err("doorbell"))
-    }
-
-    fn programs(&self) -> Vec<BorrowedFd<'_>> {
-        vec![self.skel.progs.tx_tstamp.as_fd()]
-    }
-
-    fn detach(&mut self) {
-        self.link.take();
-    }
-}
-
-/// Decode and validate one ring record, and hand its event (or its error)
-/// to `out`.
-fn deliver(data: &[u8], out: &mut dyn Collector) {
-    match TxRecord::decode(data) {
-        Ok(rec) => {
-            let mono_ns = out.local_mono(rec.mono_ns());
-            let ev = TxEvent {
-                mono_ns,
-                ..rec.to_event(out.global_ns(mono_ns))
-            };
-            out.event(ProbeEvent::Tx(&ev))
+        if !matches!(r.family, 4 | 6) {
+            return Err(RecordError::BadFamily(r.family));
         }
-        Err(e) => out.bad_record(NAME, e),
-    }
-}
-
-/// Every counter of the per-CPU `counters` array, summed over CPUs.
-fn read_counters(skel: &TxSkel<'_>) -> Result<[u64; N_COUNTERS], ProbeError> {
-    slots::sum_percpu(&skel.maps.counters).map_err(map_err("counters"))
-}
-
-/// The per-CPU producer counters.
-fn read_heads(skel: &TxSkel<'_>) -> Result<Vec<u64>, ProbeError> {
-    slots::read_heads(&skel.maps.heads).map_err(map_err("heads"))
-}
-
-/// A record the probe wrote, decoded and validated.
-#[derive(Debug, Clone, Copy)]
-pub struct TxRecord(tx_record);
-
-impl TxRecord {
-    /// Decode a probe record and check what the wire format relies on
-    /// (kind, length, stage, family); never panics on bad input.
-    pub fn decode(data: &[u8]) -> Result<Self, RecordError> {
-        let rec: tx_record = slots::read_record(data, RECORD_TX)?;
-        if TxStage::from_u8(rec.stage).is_none() {
-            return Err(RecordError::UnknownStage(rec.stage));
-        }
-        if !matches!(rec.family, 4 | 6) {
-            return Err(RecordError::BadFamily(rec.family));
-        }
-        Ok(TxRecord(rec))
-    }
-
-    /// Raw monotonic stamp.
-    pub fn mono_ns(&self) -> u64 {
-        self.0.mono_ns
-    }
-
-    /// The stage (validated by [`TxRecord::decode`]).
-    pub fn stage(&self) -> u8 {
-        self.0.stage
-    }
-
-    /// The wire event, with `global_ns` filled in by the caller's clock.
-    pub fn to_event(&self, global_ns: u64) -> TxEvent {
-        let r = &self.0;
-        let mut comm = [0u8; 16];
-        for (d, s) in comm.iter_mut().zip(r.comm.iter()) {
-            *d = *s as u8;
-        }
-        TxEvent {
+        Ok(TxEvent {
             mono_ns: r.mono_ns,
-            global_ns,
+            global_ns: 0,
             hw_ns: r.hw_ns,
             cookie: r.cookie,
             tskey: r.tskey,
@@ -312,9 +136,20 @@ impl TxRecord {
             dport: r.dport,
             saddr: r.saddr,
             daddr: r.daddr,
-            comm,
+            comm: r.comm.map(|c| c as u8),
             end_seq: r.end_seq,
             tx_flags: r.flags,
+        })
+    }
+
+    fn counters(c: &Counters) -> ProbeCounters {
+        ProbeCounters {
+            ringbuf_lost: c.at(counter::CTR_RB_LOST.0),
+            setsockopt_errors: c.at(counter::CTR_SETSOCKOPT_ERR.0),
+            tag_errors: c.at(counter::CTR_TAG_ERR.0),
+            sockets: c.at(counter::CTR_SOCKETS.0),
+            sendmsg_seen: c.at(counter::CTR_SENDMSG_SEEN.0),
+            ..ProbeCounters::default()
         }
     }
 }
@@ -322,11 +157,13 @@ impl TxRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probes::slots::record_bytes as bytes;
+    use crate::probes::testing::Seen;
 
     fn sample() -> tx_record {
         tx_record {
             hdr: record_hdr {
-                kind: RECORD_TX,
+                kind: tx_record::KIND,
                 len: std::mem::size_of::<tx_record>() as u16,
                 commit: 1,
             },
@@ -342,23 +179,14 @@ mod tests {
         }
     }
 
-    fn bytes(r: &tx_record) -> Vec<u8> {
-        // SAFETY: tx_record is repr(C) plain data; we view its bytes.
-        unsafe {
-            std::slice::from_raw_parts((r as *const tx_record).cast::<u8>(), size_of::<tx_record>())
-        }
-        .to_vec()
-    }
-
     #[test]
-    fn decode_unaligned_and_convert() {
+    fn decode_unaligned_with_raw_stamps() {
         let mut buf = vec![0u8];
         buf.extend(bytes(&sample()));
-        let rec = TxRecord::decode(&buf[1..]).unwrap();
-        let ev = rec.to_event(123);
+        let ev = Tx.decode(&buf[1..]).unwrap();
         assert_eq!(
             (ev.mono_ns, ev.global_ns, ev.cookie, ev.tskey, ev.stage),
-            (5, 123, 9, 77, TxStage::SndSw as u8)
+            (5, 0, 9, 77, TxStage::SndSw as u8)
         );
         assert_eq!(&ev.comm, b"aaaaaaaaaaaaaaaa");
     }
@@ -366,14 +194,11 @@ mod tests {
     #[test]
     fn decode_rejects_short_and_unknown() {
         let b = bytes(&sample());
-        assert_eq!(
-            TxRecord::decode(&b[..50]).unwrap_err(),
-            RecordError::Short(50)
-        );
+        assert_eq!(Tx.decode(&b[..50]).unwrap_err(), RecordError::Short(50));
         let mut s = sample();
         s.hdr.kind = 9;
         assert_eq!(
-            TxRecord::decode(&bytes(&s)).unwrap_err(),
+            Tx.decode(&bytes(&s)).unwrap_err(),
             RecordError::UnknownKind(9)
         );
     }
@@ -383,7 +208,7 @@ mod tests {
         let mut s = sample();
         s.hdr.len = 40;
         assert_eq!(
-            TxRecord::decode(&bytes(&s)).unwrap_err(),
+            Tx.decode(&bytes(&s)).unwrap_err(),
             RecordError::BadLen {
                 got: 40,
                 want: size_of::<tx_record>()
@@ -392,14 +217,14 @@ mod tests {
         let mut s = sample();
         s.stage = tx_stage::TX_STAGE_MAX.0 as u8;
         assert_eq!(
-            TxRecord::decode(&bytes(&s)).unwrap_err(),
+            Tx.decode(&bytes(&s)).unwrap_err(),
             RecordError::UnknownStage(s.stage)
         );
         for family in [0, 2, 5, 10, 255] {
             let mut s = sample();
             s.family = family;
             assert_eq!(
-                TxRecord::decode(&bytes(&s)).unwrap_err(),
+                Tx.decode(&bytes(&s)).unwrap_err(),
                 RecordError::BadFamily(family)
             );
         }
@@ -409,34 +234,8 @@ mod tests {
                 let mut s = sample();
                 s.stage = stage;
                 s.family = family;
-                assert!(TxRecord::decode(&bytes(&s)).is_ok(), "{stage} {family}");
+                assert!(Tx.decode(&bytes(&s)).is_ok(), "{stage} {family}");
             }
-        }
-    }
-
-    /// Collects what a drain delivers.
-    #[derive(Default)]
-    struct Seen {
-        events: Vec<TxEvent>,
-        bad: Vec<RecordError>,
-    }
-
-    impl Collector for Seen {
-        fn global_ns(&self, mono_ns: u64) -> u64 {
-            mono_ns + 1000
-        }
-        fn realtime_to_global_ns(&self, _realtime_ns: u64) -> u64 {
-            unreachable!("TX records carry no REALTIME stamp")
-        }
-        fn event(&mut self, ev: ProbeEvent<'_>) {
-            match ev {
-                ProbeEvent::Tx(ev) => self.events.push(*ev),
-                other => panic!("the tx probe delivered {other:?}"),
-            }
-        }
-        fn bad_record(&mut self, probe: &'static str, err: RecordError) {
-            assert_eq!(probe, "tx");
-            self.bad.push(err);
         }
     }
 
@@ -446,48 +245,23 @@ mod tests {
         bad_stage.stage = 200;
         let mut bad_family = sample();
         bad_family.family = 7;
-        let mut seen = Seen::default();
-        for r in [sample(), bad_stage, sample(), bad_family, sample()] {
-            deliver(&bytes(&r), &mut seen);
-        }
+        let records = [sample(), bad_stage, sample(), bad_family, sample()];
+        let seen = Seen::deliver(&Tx, &records.map(|r| bytes(&r)));
         assert_eq!(
-            seen.bad,
+            seen.errors(),
             [RecordError::UnknownStage(200), RecordError::BadFamily(7)]
         );
-        assert_eq!(seen.events.len(), 3);
-        assert!(seen.events.iter().all(|e| e.global_ns == 1005));
+        assert!(seen.bad.iter().all(|(probe, _)| *probe == "tx"));
+        assert_eq!(seen.tx.len(), 3);
+        assert!(seen
+            .tx
+            .iter()
+            .all(|e| e.global_ns == 5 + Seen::GLOBAL_OFFSET_NS));
         // Each delivered event encodes: none would make the sink reject
         // the datagram.
         let mut b = tracer_codec::DatagramBuilder::new("h", 65000);
-        for e in &seen.events {
+        for e in &seen.tx {
             assert!(b.push_tx(e));
         }
-    }
-
-    #[test]
-    fn the_event_carries_and_converts_the_stamp_as_the_host_clock_reads_it() {
-        /// A host whose clock reads 7 ns ahead of the kernel's.
-        struct Ahead(Seen);
-        impl Collector for Ahead {
-            fn local_mono(&mut self, raw_ns: u64) -> u64 {
-                raw_ns + 7
-            }
-            fn global_ns(&self, mono_ns: u64) -> u64 {
-                self.0.global_ns(mono_ns)
-            }
-            fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
-                self.0.realtime_to_global_ns(realtime_ns)
-            }
-            fn event(&mut self, ev: ProbeEvent<'_>) {
-                self.0.event(ev)
-            }
-            fn bad_record(&mut self, probe: &'static str, err: RecordError) {
-                self.0.bad_record(probe, err)
-            }
-        }
-        let mut seen = Ahead(Seen::default());
-        deliver(&bytes(&sample()), &mut seen);
-        let e = &seen.0.events[0];
-        assert_eq!((e.mono_ns, e.global_ns), (12, 1012));
     }
 }
