@@ -34,6 +34,12 @@ pub fn bind_udp(addr: SocketAddr, rcvbuf: usize) -> Result<(UdpSocket, usize), S
         .map_err(|e| SinkError::Bind { addr, source: e })?;
     sock.set_nonblocking(true)
         .map_err(|e| io("cannot make the socket non-blocking", e))?;
+    // An agent's UDP GSO batch then reaches us whole, one message for up
+    // to 64 datagrams, instead of being cut into datagrams on the way in
+    // (on veth and loopback inside the sender's send call).
+    if let Err(e) = set_int(&sock, libc::SOL_UDP, libc::UDP_GRO, 1) {
+        tracing::info!(error = %e, "no UDP GRO on this kernel: every datagram is read on its own");
+    }
     let actual = sock.recv_buffer_size().unwrap_or(0);
     if rcvbuf > 0 && actual < rcvbuf {
         tracing::warn!(
@@ -50,18 +56,32 @@ pub fn bind_udp(addr: SocketAddr, rcvbuf: usize) -> Result<(UdpSocket, usize), S
 
 /// `SO_RCVBUFFORCE`; false when the kernel refuses (no CAP_NET_ADMIN).
 fn set_rcvbuf_force(sock: &Socket, bytes: usize) -> bool {
+    let val = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
+    set_int(sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, val).is_ok()
+}
+
+/// An int socket option.
+fn set_int(
+    sock: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    val: libc::c_int,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let val: libc::c_int = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
     // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `&val`, a live
     // local; the fd is owned by `sock` and open for the whole call.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
+            level,
+            name,
             (&val as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    rc == 0
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }

@@ -1,5 +1,9 @@
 //! Reading many datagrams per system call (`recvmmsg`), each with its
-//! source address, into buffers allocated once.
+//! source address, into buffers allocated once. With `UDP_GRO` on the
+//! socket (socket.rs), one message may hold several datagrams of one
+//! sender end to end, each `segment` bytes but the last (an agent's UDP
+//! GSO batch delivered whole, or datagrams GRO merged): [`segments`] cuts
+//! them apart.
 
 use std::net::SocketAddr;
 
@@ -19,8 +23,13 @@ pub(super) struct MultiRecv {
     bufs: Vec<u8>,
     iovs: Vec<libc::iovec>,
     addrs: Vec<libc::sockaddr_storage>,
+    /// Per message: room for one `UDP_GRO` cmsg (an int), 8-byte aligned.
+    controls: Vec<[u64; CONTROL_WORDS]>,
     hdrs: Vec<libc::mmsghdr>,
 }
+
+/// u64 words of control buffer per message: CMSG_SPACE(4) is 24 bytes.
+const CONTROL_WORDS: usize = 4;
 
 // SAFETY: the raw pointers in `iovs`/`hdrs` only ever point into this
 // struct's own vectors and are rebuilt before each use.
@@ -34,6 +43,7 @@ impl MultiRecv {
             iovs: vec![unsafe { std::mem::zeroed() }; RECV_BATCH],
             // SAFETY: as above.
             addrs: vec![unsafe { std::mem::zeroed() }; RECV_BATCH],
+            controls: vec![[0; CONTROL_WORDS]; RECV_BATCH],
             // SAFETY: as above.
             hdrs: vec![unsafe { std::mem::zeroed() }; RECV_BATCH],
         }
@@ -51,8 +61,8 @@ impl MultiRecv {
             h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
-            h.msg_control = std::ptr::null_mut();
-            h.msg_controllen = 0;
+            h.msg_control = self.controls[i].as_mut_ptr().cast();
+            h.msg_controllen = std::mem::size_of::<[u64; CONTROL_WORDS]>();
             h.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
@@ -75,18 +85,71 @@ impl MultiRecv {
         }
     }
 
-    /// Datagram `i` of the last call and its source.
-    pub(super) fn get(&self, i: usize) -> (&[u8], SocketAddr) {
+    /// Message `i` of the last call, its source, and the size of the
+    /// datagrams it holds end to end when the kernel says so (`UDP_GRO`).
+    pub(super) fn get(&self, i: usize) -> (&[u8], SocketAddr, Option<usize>) {
         let len = (self.hdrs[i].msg_len as usize).min(RECV_BUF);
         let src = sockaddr_to_std(&self.addrs[i], self.hdrs[i].msg_hdr.msg_namelen)
             .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-        (&self.bufs[i * RECV_BUF..i * RECV_BUF + len], src)
+        let bytes = &self.bufs[i * RECV_BUF..i * RECV_BUF + len];
+        (bytes, src, gro_segment(&self.hdrs[i].msg_hdr))
     }
+}
+
+/// The `UDP_GRO` segment size in a received message's control data.
+fn gro_segment(h: &libc::msghdr) -> Option<usize> {
+    let mut seg = None;
+    // SAFETY: walking the control buffer recvmmsg filled (msg_controllen
+    // is what it wrote), with the libc CMSG macros; the int is read
+    // unaligned from inside the cmsg the macros bound.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                let v: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                seg = usize::try_from(v).ok().filter(|&v| v > 0);
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    seg
+}
+
+/// The datagrams of one received message: `bytes` cut every `segment`
+/// bytes (the last may be shorter), or whole (an empty datagram too)
+/// without a segment size.
+pub(super) fn segments(bytes: &[u8], segment: Option<usize>) -> impl Iterator<Item = &[u8]> {
+    let size = segment
+        .filter(|&s| s > 0 && s < bytes.len())
+        .unwrap_or(bytes.len());
+    let count = if size == 0 {
+        1
+    } else {
+        bytes.len().div_ceil(size)
+    };
+    (0..count).map(move |i| &bytes[(i * size).min(bytes.len())..((i + 1) * size).min(bytes.len())])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_is_cut_into_its_segments() {
+        let b: Vec<u8> = (0..10).collect();
+        let cut = |s| segments(&b, s).map(<[u8]>::len).collect::<Vec<_>>();
+        assert_eq!(cut(None), [10]);
+        assert_eq!(cut(Some(4)), [4, 4, 2]);
+        assert_eq!(cut(Some(5)), [5, 5]);
+        assert_eq!(cut(Some(10)), [10]);
+        assert_eq!(cut(Some(64)), [10]);
+        // An empty datagram is one datagram (rejected as too short).
+        assert_eq!(
+            segments(&[], Some(4)).map(<[u8]>::len).collect::<Vec<_>>(),
+            [0]
+        );
+        assert_eq!(segments(&[], None).count(), 1);
+    }
 
     #[test]
     fn source_addresses_convert_like_std() {

@@ -115,14 +115,16 @@ impl Receiver {
                     let arrived = Instant::now();
                     let mut st = shared.lock();
                     for i in 0..n {
-                        let (bytes, src) = mm.get(i);
-                        let out = Out {
-                            batch,
-                            new_agents,
-                            warn,
-                            clock,
-                        };
-                        handle_datagram(&mut st, out, bytes, src, arrived);
+                        let (bytes, src, segment) = mm.get(i);
+                        for datagram in mmsg::segments(bytes, segment) {
+                            let out = Out {
+                                batch,
+                                new_agents,
+                                warn,
+                                clock,
+                            };
+                            handle_datagram(&mut st, out, datagram, src, arrived);
+                        }
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
