@@ -30,7 +30,10 @@
 # null_sink gives the floor under the sink's figures: it reads the
 # datagrams and appends them to one file, with SINK_ARGS=--discard it only
 # reads them), SINK_ARGS (more options for the sink), BUILD (1: cargo
-# build this tree's sink and examples first; 0: use what is built).
+# build this tree's sink and examples first; 0: use what is built),
+# SEND_ARGS (more options for the flood senders: "--connected --gso 44"
+# sends UDP GSO batches of 44 datagrams, as agents do by default, which
+# the sink takes whole with UDP_GRO).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -47,6 +50,7 @@ WORK=$(mktemp -d "$BASE/sink-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 BUILD=${BUILD:-1}
+SEND_ARGS=${SEND_ARGS:-}
 [[ $BUILD == 1 ]] && cargo build --release -q -p tracer-sink --bins --examples
 HZ=$(getconf CLK_TCK)
 SINK=${SINK_BIN:-target/release/tracer-sink}
@@ -84,7 +88,7 @@ run_once() {
     done
     local f
     f=$("$FLOOD" --target "127.0.0.1:$port" --senders "$SENDERS" --events "$events" \
-        --datagram-size "$size" --rate "$rate" "${keyed[@]}")
+        --datagram-size "$size" --rate "$rate" "${keyed[@]}" $SEND_ARGS)
     sleep 0.5 # let the reorder window pass; SIGTERM drains the socket anyway
     # Sink CPU time (user + system, clock ticks) before the final drain.
     local ticks

@@ -45,6 +45,11 @@ struct Args {
     /// rate (an agent drains its rings every 5 ms under load).
     #[arg(long, value_name = "MS", default_value_t = 0.2)]
     burst_ms: f64,
+    /// Send up to N full datagrams per system call as UDP GSO segments,
+    /// as an agent's default `--batch-send gso` does (needs --connected;
+    /// 1: one datagram per call).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    gso: usize,
 }
 
 const RECORD: usize = 4 + TxEvent::BODY_LEN;
@@ -127,6 +132,14 @@ fn sender(
         send_errors: 0,
     };
     let mut buf = template.clone();
+    // Full datagrams waiting for one GSO send (all of the template's size).
+    let gso = if args.connected {
+        args.gso.clamp(1, 64)
+    } else {
+        1
+    };
+    let mut batch: Vec<u8> = Vec::with_capacity(template.len() * gso);
+    let mut batched = 0usize;
     while sent.events < events {
         let n = per.min(events - sent.events);
         let len = if n == per {
@@ -154,19 +167,27 @@ fn sender(
             let t = k.tag(&buf[..len - MAC_LEN]);
             buf[len - MAC_LEN..len].copy_from_slice(&t);
         }
-        loop {
-            let r = if args.connected {
-                sock.send(&buf[..len])
-            } else {
-                sock.send_to(&buf[..len], args.target)
-            };
-            match r {
-                Ok(_) => break,
-                Err(_) => {
-                    sent.send_errors += 1;
-                    std::thread::yield_now();
-                }
+        if gso > 1 && n == per {
+            batch.extend_from_slice(&buf[..len]);
+            batched += 1;
+            if batched == gso || sent.events + n >= events {
+                send_retrying(&mut sent, || send_gso(&sock, &batch, len));
+                batch.clear();
+                batched = 0;
             }
+        } else {
+            if let Some(seg) = batch.len().checked_div(batched) {
+                send_retrying(&mut sent, || send_gso(&sock, &batch, seg));
+                batch.clear();
+                batched = 0;
+            }
+            send_retrying(&mut sent, || {
+                if args.connected {
+                    sock.send(&buf[..len])
+                } else {
+                    sock.send_to(&buf[..len], args.target)
+                }
+            });
         }
         header.seq += 1;
         sent.events += n;
@@ -180,6 +201,50 @@ fn sender(
         }
     }
     Ok(sent)
+}
+
+/// Retry `send` until the kernel takes it (a full socket buffer), counting
+/// each refusal.
+fn send_retrying(sent: &mut Sent, mut send: impl FnMut() -> std::io::Result<usize>) {
+    while send().is_err() {
+        sent.send_errors += 1;
+        std::thread::yield_now();
+    }
+}
+
+/// One sendmsg of the datagrams in `buf` as UDP GSO segments of `seg`
+/// bytes (the kernel cuts them apart, or a UDP_GRO receiver takes them
+/// whole).
+fn send_gso(sock: &UdpSocket, buf: &[u8], seg: usize) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as usize;
+    // SAFETY: the control buffer holds CMSG_SPACE(2) bytes: one header and
+    // its u16 fit.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = libc::UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg as u16);
+    }
+    // SAFETY: sendmsg on our socket with buffers alive for the call.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 fn main() -> std::io::Result<()> {
