@@ -252,6 +252,20 @@ impl Converter {
     }
 }
 
+#[cfg(test)]
+impl Converter {
+    /// A converter before any sample whose fallback puts the global axis
+    /// `offset_ns` after CLOCK_MONOTONIC, for tests.
+    pub fn fixed(offset_ns: i64) -> Self {
+        Converter {
+            snap: Arc::new(ClockSnapshot::default()),
+            fallback_offset_ns: offset_ns,
+            injection: None,
+            state: ClockState::Unlocked,
+        }
+    }
+}
+
 impl AgentClock {
     /// Open the reference and start disciplining. Returns the clock and
     /// how this host reads raw stamps.

@@ -12,4 +12,5 @@ pub mod probes;
 pub mod run;
 pub mod self_traffic;
 pub mod sender;
+pub mod stamp;
 pub mod stats;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::OpenObject;
 
-use crate::clock::{AgentClock, ClockConfig, ClockSetupError, LocalTime};
+use crate::clock::{AgentClock, ClockConfig, ClockSetupError};
 use crate::filter::FlowFilter;
 use crate::pipeline::{AgentIdentity, Pipeline};
 use crate::preflight::{self, PreflightError};
@@ -20,6 +20,7 @@ use crate::probes::{
 };
 use crate::self_traffic::SelfTraffic;
 use crate::sender::{BatchSend, UdpTransport};
+use crate::stamp::Stamper;
 use crate::stats::{bpf_prog_info, AgentStats};
 use tracer_codec::ClockState;
 
@@ -184,11 +185,10 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             }
         })?;
     let max_payload = transport.max_payload();
-    let (mut clock, mut local) =
-        AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
-            spec: Box::new(cfg.clock.choice.clone()),
-            source,
-        })?;
+    let (mut clock, local) = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
+        spec: Box::new(cfg.clock.choice.clone()),
+        source,
+    })?;
     let mut pipeline = Pipeline::new(&cfg.identity, transport, max_payload, cfg.flush_after);
     if let Some(k) = &cfg.keys {
         pipeline = pipeline.with_keys(k.datagram.clone(), k.ack.clone());
@@ -229,11 +229,11 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     }
 
     let mut p = pipeline.into_inner();
-    let mut conv = clock.converter();
-    p.set_clock(clock.source(), conv.state);
+    let mut stamper = Stamper::new(local, clock.converter());
+    let mut last_state = stamper.state();
+    p.set_clock(clock.source(), last_state);
     let mut last_stats = Instant::now();
     let mut last_counters = Instant::now();
-    let mut last_state = conv.state;
     let doorbell_maps = probes
         .iter()
         .map(|p| p.doorbell())
@@ -247,7 +247,8 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     while !stop.load(Ordering::Relaxed) {
         wait_or_doorbell(doorbells.as_ref(), wait, stop);
         let started = Instant::now();
-        let backlog = drain(&mut probes, &mut p, &conv, &mut local);
+        snapshot_clock(&clock, &mut stamper, &mut p, &mut last_state);
+        let backlog = drain(&mut probes, &mut p, &mut stamper);
         wait = next_poll(
             backlog.unwrap_or(0),
             started.duration_since(last_drain),
@@ -256,18 +257,12 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         );
         last_drain = started;
         let now = Instant::now();
-        // Events drained above used the previous snapshot; clock events
-        // carry their own stamps, so order within a datagram is harmless.
+        // Clock events carry their global stamps already (taken when the
+        // clock made them), so order within a datagram is harmless.
         for ev in clock.drain_events() {
             p.push_clock(&ev);
         }
         p.stats.clock = clock.counters();
-        conv = clock.converter();
-        if conv.state != last_state {
-            tracing::info!(state = %conv.state.name(), source = %clock.source().name(), "clock state changed");
-            last_state = conv.state;
-        }
-        p.set_clock(clock.source(), conv.state);
         // Counters cost a few syscalls; losses need not be reported faster.
         if now.duration_since(last_counters) >= COUNTER_PERIOD {
             update_counters(&probes, &mut p);
@@ -286,14 +281,15 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     for probe in &mut probes {
         probe.detach();
     }
-    drain(&mut probes, &mut p, &conv, &mut local);
+    snapshot_clock(&clock, &mut stamper, &mut p, &mut last_state);
+    drain(&mut probes, &mut p, &mut stamper);
     update_counters(&probes, &mut p);
     for ev in clock.drain_events() {
         p.push_clock(&ev);
     }
     p.stats.clock = clock.counters();
     p.flush();
-    local.flush();
+    stamper.flush();
     // UDP to a dead sink "succeeds": only the sink's acknowledgement says
     // what reached a file. Give it a moment to confirm the last events.
     if !p.wait_for_acks(cfg.ack_wait) && p.stats.acks > 0 {
@@ -421,37 +417,33 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
     }
 }
 
-/// The pipeline seen by a probe's drain: raw stamps read as this host's
-/// clock reads them, events converted with one clock snapshot, bad records
-/// counted.
+/// Take this drain's clock snapshot and advertise its state (logged when
+/// it changes) on the datagrams its events go in.
+fn snapshot_clock(
+    clock: &AgentClock,
+    stamper: &mut Stamper,
+    p: &mut Pipeline<UdpTransport>,
+    last_state: &mut ClockState,
+) {
+    stamper.snapshot(clock.converter());
+    let state = stamper.state();
+    if state != *last_state {
+        tracing::info!(state = %state.name(), source = %clock.source().name(), "clock state changed");
+        *last_state = state;
+    }
+    p.set_clock(clock.source(), state);
+}
+
+/// The pipeline seen by a probe's drain: each event stamped once, with
+/// this drain's snapshot, then batched; bad records counted.
 struct ToPipeline<'a> {
     p: &'a mut Pipeline<UdpTransport>,
-    conv: &'a crate::clock::Converter,
-    local: &'a mut LocalTime,
-    /// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns. The same for local stamps:
-    /// a simulated oscillator shifts both clocks alike.
-    realtime_offset_ns: i64,
+    stamper: &'a mut Stamper,
 }
 
 impl Collector for ToPipeline<'_> {
-    fn local_mono(&mut self, raw_ns: u64) -> u64 {
-        self.local.mono(raw_ns)
-    }
-
-    fn local_realtime(&mut self, raw_ns: u64) -> u64 {
-        self.local.realtime(raw_ns, self.realtime_offset_ns)
-    }
-
-    fn global_ns(&self, mono_ns: u64) -> u64 {
-        self.conv.to_global_ns(mono_ns)
-    }
-
-    fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
-        let mono = (realtime_ns as i64).saturating_sub(self.realtime_offset_ns);
-        self.conv.to_global_ns(mono.max(0) as u64)
-    }
-
-    fn event(&mut self, ev: ProbeEvent<'_>) {
+    fn event(&mut self, mut ev: ProbeEvent<'_>) {
+        self.stamper.stamp(&mut ev);
         match ev {
             ProbeEvent::Tx(ev) => self.p.push(ev),
             ProbeEvent::Rx(ev) => self.p.push_rx(ev),
@@ -479,18 +471,11 @@ impl Collector for ToPipeline<'_> {
 fn drain(
     probes: &mut [Box<dyn Probe + '_>],
     p: &mut Pipeline<UdpTransport>,
-    conv: &crate::clock::Converter,
-    local: &mut LocalTime,
+    stamper: &mut Stamper,
 ) -> Option<u64> {
     let mut backlog = None;
-    let realtime_offset_ns = realtime_offset_ns();
     for probe in probes.iter_mut() {
-        match probe.drain(&mut ToPipeline {
-            p,
-            conv,
-            local,
-            realtime_offset_ns,
-        }) {
+        match probe.drain(&mut ToPipeline { p, stamper }) {
             Ok(Drained {
                 overruns,
                 max_backlog,
@@ -505,31 +490,6 @@ fn drain(
         }
     }
     backlog
-}
-
-/// CLOCK_REALTIME - CLOCK_MONOTONIC, ns: REALTIME read between two
-/// MONOTONIC reads, the narrowest of a few tries (a preemption between the
-/// reads widens the bracket). Not a TAI offset: skb RX stamps are REALTIME.
-pub fn realtime_offset_ns() -> i64 {
-    fn read(clock: libc::clockid_t) -> i64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec we own.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-    }
-    let mut best = (i64::MAX, 0i64);
-    for _ in 0..3 {
-        let m1 = read(libc::CLOCK_MONOTONIC);
-        let r = read(libc::CLOCK_REALTIME);
-        let m2 = read(libc::CLOCK_MONOTONIC);
-        if m2 - m1 < best.0 {
-            best = (m2 - m1, r - (m1 + (m2 - m1) / 2));
-        }
-    }
-    best.1
 }
 
 /// A probe error and its causes on one line, for a warning.
@@ -694,6 +654,11 @@ mod tests {
             AgentError::Probe(ProbeError::Attach {
                 probe: "tx",
                 path: "/x".into(),
+                source: libbpf_rs::Error::from(io_err()),
+            }),
+            AgentError::Probe(ProbeError::AttachTracepoint {
+                probe: "rx",
+                program: "rx_copy",
                 source: libbpf_rs::Error::from(io_err()),
             }),
             AgentError::Probe(ProbeError::Map {

@@ -181,15 +181,11 @@ fn open<'obj, K: ProbeKind>(
     Ok(Box::new(Loaded::<K>::load(object, cfg)?))
 }
 
-/// Decode one ring record of probe `K` and hand its event, stamped, or its
-/// error to `out`.
+/// Decode one ring record of probe `K` and hand its event or its error to
+/// `out`.
 pub fn deliver<K: ProbeKind>(kind: &K, data: &[u8], out: &mut dyn Collector) {
     match kind.decode(data) {
-        Ok(mut ev) => {
-            let mut ev = ev.probe_event();
-            ev.stamp(out);
-            out.event(ev);
-        }
+        Ok(mut ev) => out.event(ev.probe_event()),
         Err(e) => out.bad_record(K::NAME, e),
     }
 }

@@ -161,8 +161,8 @@ impl std::ops::AddAssign for ProbeCounters {
     }
 }
 
-/// One event a probe read, decoded from its record: raw kernel stamps in,
-/// global stamps 0 until the collector stamps it. A new event kind is one
+/// One event a probe read, decoded from its record: the raw kernel stamps,
+/// and global stamps 0 until the collector stamps it. A new event kind is one
 /// more variant here; collectors match what they expect.
 #[derive(Debug)]
 pub enum ProbeEvent<'a> {
@@ -193,70 +193,11 @@ macro_rules! raw_event {
 }
 raw_event!(TxEvent => Tx, RxEvent => Rx, DropEvent => Drop, TcpEvent => Tcp);
 
-/// `skb->tstamp_type` of a CLOCK_REALTIME stamp (`SKB_CLOCK_REALTIME`).
-const SKB_CLOCK_REALTIME: u8 = 0;
-/// `skb->tstamp_type` of a CLOCK_MONOTONIC delivery time (`SKB_CLOCK_MONOTONIC`).
-const SKB_CLOCK_MONOTONIC: u8 = 1;
-
-impl ProbeEvent<'_> {
-    /// Read the raw stamps as this host's clock reads them and put them on
-    /// the global axis, through `c`.
-    pub fn stamp(&mut self, c: &mut dyn Collector) {
-        fn mono(c: &mut dyn Collector, mono_ns: &mut u64, global_ns: &mut u64) {
-            *mono_ns = c.local_mono(*mono_ns);
-            *global_ns = c.global_ns(*mono_ns);
-        }
-        match self {
-            ProbeEvent::Tx(e) => mono(c, &mut e.mono_ns, &mut e.global_ns),
-            ProbeEvent::Drop(e) => mono(c, &mut e.mono_ns, &mut e.global_ns),
-            ProbeEvent::Tcp(e) => mono(c, &mut e.mono_ns, &mut e.global_ns),
-            ProbeEvent::Rx(e) => {
-                mono(c, &mut e.mono_ns, &mut e.global_ns);
-                // Each stamp read by its own clock and through its mapping.
-                // A MONOTONIC stamp is a delivery time the sender's TCP set
-                // (EDT) that crossed a veth within this kernel: still an
-                // instant of this host, so it converts exactly. TAI stamps
-                // are left as they are and not converted (no TAI offset is
-                // assumed).
-                (e.rx_stamp_ns, e.rx_stamp_global_ns) = match (e.rx_stamp_ns, e.tstamp_type) {
-                    (0, _) => (0, 0),
-                    (ns, SKB_CLOCK_REALTIME) => {
-                        let local = c.local_realtime(ns);
-                        (local, c.realtime_to_global_ns(local))
-                    }
-                    (ns, SKB_CLOCK_MONOTONIC) => {
-                        let local = c.local_mono(ns);
-                        (local, c.global_ns(local))
-                    }
-                    (ns, _) => (ns, 0),
-                };
-            }
-        }
-    }
-}
-
-/// Where a probe's drain puts what it read: events, already on the global
-/// time axis, and the records it refused.
+/// Where a probe's drain puts what it read: events with the raw stamps
+/// the kernel wrote (the agent's collector stamps them, `crate::stamp`),
+/// and the records it refused.
 pub trait Collector {
-    /// A raw CLOCK_MONOTONIC stamp as this host's clock reads it: the stamp
-    /// itself, unless a simulated oscillator stands for this host's clock
-    /// (`--simulate-oscillator`). Events carry, and convert, this value.
-    fn local_mono(&mut self, raw_ns: u64) -> u64 {
-        raw_ns
-    }
-    /// A raw CLOCK_REALTIME stamp (an skb's software RX stamp) as this
-    /// host's realtime clock reads it (see [`Collector::local_mono`]).
-    fn local_realtime(&mut self, raw_ns: u64) -> u64 {
-        raw_ns
-    }
-    /// A CLOCK_MONOTONIC stamp, as [`Collector::local_mono`] returns it, on
-    /// the global time axis.
-    fn global_ns(&self, mono_ns: u64) -> u64;
-    /// A CLOCK_REALTIME stamp, as [`Collector::local_realtime`] returns it,
-    /// on the global time axis, through the REALTIME - MONOTONIC offset of
-    /// this drain.
-    fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64;
-    /// One event, stamped.
+    /// One event.
     fn event(&mut self, ev: ProbeEvent<'_>);
     /// A record that failed validation: counted as lost, not sent.
     fn bad_record(&mut self, probe: &'static str, err: RecordError);
@@ -280,63 +221,4 @@ pub trait Probe {
     fn doorbell(&self) -> Result<libbpf_rs::MapHandle, ProbeError>;
     /// Detach now (also done on drop); records already written stay readable.
     fn detach(&mut self);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A host whose clock reads 3 µs ahead of the kernel's; global = its
-    /// mono + 1 ms; REALTIME = MONOTONIC + 40 µs.
-    struct Ahead;
-
-    impl Collector for Ahead {
-        fn local_mono(&mut self, raw_ns: u64) -> u64 {
-            raw_ns + 3_000
-        }
-        fn local_realtime(&mut self, raw_ns: u64) -> u64 {
-            raw_ns + 3_000
-        }
-        fn global_ns(&self, mono_ns: u64) -> u64 {
-            mono_ns + 1_000_000
-        }
-        fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
-            self.global_ns(realtime_ns - 40_000)
-        }
-        fn event(&mut self, _ev: ProbeEvent<'_>) {}
-        fn bad_record(&mut self, _probe: &'static str, _err: RecordError) {}
-    }
-
-    #[test]
-    fn events_carry_and_convert_the_stamps_as_the_host_clock_reads_them() {
-        let mut c = Ahead;
-        let mut tx = TxEvent {
-            mono_ns: 5,
-            ..Default::default()
-        };
-        tx.probe_event().stamp(&mut c);
-        assert_eq!((tx.mono_ns, tx.global_ns), (3_005, 1_003_005));
-        let rx = |tstamp_type| RxEvent {
-            mono_ns: 100_000,
-            rx_stamp_ns: 50_000,
-            tstamp_type,
-            ..Default::default()
-        };
-        let mut e = [rx(0), rx(1), rx(2)];
-        for ev in &mut e {
-            ev.probe_event().stamp(&mut c);
-        }
-        // Both the raw stamps on the wire and their conversions are local.
-        assert_eq!((e[0].mono_ns, e[0].global_ns), (103_000, 1_103_000));
-        assert_eq!(
-            (e[0].rx_stamp_ns, e[0].rx_stamp_global_ns),
-            (53_000, 1_013_000)
-        );
-        assert_eq!(
-            (e[1].rx_stamp_ns, e[1].rx_stamp_global_ns),
-            (53_000, 1_053_000)
-        );
-        // A TAI stamp is neither read through the host clock nor converted.
-        assert_eq!((e[2].rx_stamp_ns, e[2].rx_stamp_global_ns), (50_000, 0));
-    }
 }

@@ -2,14 +2,11 @@
 //! tests.
 
 use super::core::{deliver, ProbeKind};
-use super::interface::Collector;
-use super::interface::ProbeEvent;
+use super::interface::{Collector, ProbeEvent};
 use super::slots::RecordError;
 use tracer_codec::{DropEvent, RxEvent, TcpEvent, TxEvent};
 
-/// Collects what [`deliver`] hands over, on a fake clock: global =
-/// mono + [`Seen::GLOBAL_OFFSET_NS`], REALTIME = MONOTONIC +
-/// [`Seen::REALTIME_OFFSET_NS`].
+/// Collects what [`deliver`] hands over.
 #[derive(Debug, Default)]
 pub struct Seen {
     /// TX events.
@@ -25,11 +22,6 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// Global minus mono on the fake clock.
-    pub const GLOBAL_OFFSET_NS: u64 = 1_000_000;
-    /// REALTIME minus MONOTONIC on the fake clock.
-    pub const REALTIME_OFFSET_NS: u64 = 40_000;
-
     /// Deliver every record of `records` to a new collector.
     pub fn deliver<K: ProbeKind>(kind: &K, records: &[Vec<u8>]) -> Self {
         let mut seen = Seen::default();
@@ -46,12 +38,6 @@ impl Seen {
 }
 
 impl Collector for Seen {
-    fn global_ns(&self, mono_ns: u64) -> u64 {
-        mono_ns + Self::GLOBAL_OFFSET_NS
-    }
-    fn realtime_to_global_ns(&self, realtime_ns: u64) -> u64 {
-        self.global_ns(realtime_ns - Self::REALTIME_OFFSET_NS)
-    }
     fn event(&mut self, ev: ProbeEvent<'_>) {
         match ev {
             ProbeEvent::Tx(e) => self.tx.push(*e),
