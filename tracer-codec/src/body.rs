@@ -13,8 +13,11 @@ pub trait WireEvent {
     fn encode_body(&self, out: &mut Vec<u8>);
 }
 
-/// The bincode configuration of every body on the wire: fixed-width
-/// little-endian integers, so a Lua dissector can read fields at fixed offsets.
+/// The bincode configuration the wire's bodies follow: fixed-width
+/// little-endian integers, so a Lua dissector can read fields at fixed
+/// offsets. The codec encodes and decodes at the table's offsets itself;
+/// tests hold both to what bincode does with this configuration.
+#[cfg(test)]
 pub(crate) fn bincode_config() -> impl bincode::config::Config {
     bincode::config::standard()
         .with_little_endian()

@@ -166,19 +166,22 @@ macro_rules! wire_event {
                 Ok(ev)
             }
 
-            /// Append the encoded body (bincode, fixed-int LE) to `out`.
+            /// Append the encoded body to `out`: every field little-endian
+            /// at its table offset, what bincode's fixed-int encoding
+            /// writes (a test holds the two together), without going
+            /// through bincode's per-field calls on the agent's hot path.
+            #[inline]
             pub fn encode_body(&self, out: &mut Vec<u8>) {
                 let start = out.len();
                 out.resize(start + Self::BODY_LEN, 0);
-                // A fixed-size struct into a buffer of exactly its size
-                // cannot fail.
-                let n = ::bincode::encode_into_slice(
-                    self,
-                    &mut out[start..],
-                    $crate::body::bincode_config(),
-                )
-                .expect("a wire event encodes into BODY_LEN bytes");
-                debug_assert_eq!(n, Self::BODY_LEN);
+                let b = &mut out[start..];
+                let mut off = 0usize;
+                $(
+                    let size = <$ty as $crate::layout::field::WireValue>::SIZE;
+                    $crate::layout::field::WireValue::write(&self.$field, &mut b[off..off + size]);
+                    off += size;
+                )*
+                debug_assert_eq!(off, Self::BODY_LEN);
             }
 
             /// Each field's little-endian bytes, by name (layout tests).
@@ -198,6 +201,7 @@ macro_rules! wire_event {
             const KIND: u16 = $kind;
             const BODY_LEN: usize = $name::BODY_LEN;
 
+            #[inline]
             fn encode_body(&self, out: &mut Vec<u8>) {
                 $name::encode_body(self, out)
             }

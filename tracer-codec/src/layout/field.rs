@@ -72,6 +72,7 @@ macro_rules! wire_number {
                 a.copy_from_slice(&b[..Self::SIZE]);
                 <$t>::from_le_bytes(a)
             }
+            #[inline]
             fn write(&self, out: &mut [u8]) {
                 out[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
             }
@@ -88,6 +89,7 @@ impl<const N: usize> WireValue for [u8; N] {
         a.copy_from_slice(&b[..N]);
         a
     }
+    #[inline]
     fn write(&self, out: &mut [u8]) {
         out[..N].copy_from_slice(self);
     }

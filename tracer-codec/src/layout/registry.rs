@@ -305,11 +305,19 @@ mod tests {
         layout: &EventLayout,
         field_bytes: impl Fn(&T) -> Vec<(&'static str, Vec<u8>)>,
     ) where
-        T: bincode::Decode<()> + bincode::Encode,
+        T: bincode::Decode<()> + bincode::Encode + crate::body::WireEvent,
     {
         let body = distinct_body(layout.body_len);
         let (v, used): (T, usize) =
             bincode::decode_from_slice(&body, bincode_config()).expect("bincode decodes");
+        let mut direct = vec![0xAA];
+        v.encode_body(&mut direct);
+        assert_eq!(
+            &direct[1..],
+            &body[..],
+            "{}: encode_body writes what bincode does",
+            layout.name
+        );
         assert_eq!(
             used, layout.body_len,
             "{}: bincode reads BODY_LEN bytes",
