@@ -306,7 +306,11 @@ fn realtime_runs_the_drain_loop_as_sched_fifo() {
         let f: Vec<&str> = after.split_whitespace().collect();
         (f[41 - 3].to_string(), f[40 - 3].to_string())
     });
-    assert_eq!((policy.as_str(), prio.as_str()), ("1", "7"), "SCHED_FIFO (1) at 7");
+    assert_eq!(
+        (policy.as_str(), prio.as_str()),
+        ("1", "7"),
+        "SCHED_FIFO (1) at 7"
+    );
     let stats = &o.agent_final["stats"];
     assert!(stats["events_by_stage"][0].as_u64().unwrap() >= 50);
 }

@@ -10,101 +10,29 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::OpenObject;
 
-use crate::clock::{AgentClock, ClockConfig, ClockSetupError};
-use crate::filter::FlowFilter;
-use crate::pipeline::{AgentIdentity, Pipeline};
+use crate::clock::{AgentClock, ClockSetupError};
+use crate::pipeline::Pipeline;
 use crate::preflight::{self, PreflightError};
-use crate::probes::{
-    Collector, Drained, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeEvent, ProbeSpec,
-    RecordError,
-};
+use crate::probes::{ProbeConfig, ProbeError};
 use crate::self_traffic::SelfTraffic;
-use crate::sender::{BatchSend, UdpTransport};
+use crate::sender::UdpTransport;
 use crate::stamp::Stamper;
 use crate::stats::{bpf_prog_info, AgentStats};
 use tracer_codec::ClockState;
 
+mod config;
+mod drain;
+mod host;
+mod wait;
+
+pub use config::{AgentConfig, AgentKeys, NetnsFilter};
+pub use host::{boot_id, hostname, print_stats};
+
+use drain::{drain, snapshot_clock, update_counters};
+use wait::{doorbell_ring, next_poll, set_realtime, wait_or_doorbell};
+
 /// How often BPF counters (losses) are read.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
-
-/// Which network namespaces to trace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetnsFilter {
-    /// The agent's own namespace (/proc/self/ns/net).
-    Own,
-    /// The namespace of this file (e.g. /run/netns/NAME).
-    Path(PathBuf),
-    /// Every namespace.
-    All,
-}
-
-/// Everything `run` needs.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// Sink address.
-    pub sink: SocketAddr,
-    /// Probes to load, in load order (see [`crate::probes::select_probes`]).
-    pub probes: Vec<&'static ProbeSpec>,
-    /// cgroup v2 directory to attach to.
-    pub cgroup: PathBuf,
-    /// Namespace filter.
-    pub netns: NetnsFilter,
-    /// Tag one sendmsg in N.
-    pub sample_every: u32,
-    /// `--filter`: flows to record (empty: all), evaluated in BPF.
-    pub filter: FlowFilter,
-    /// The UDP endpoints of nettrace's own traffic, whose flows the probes
-    /// exclude ([`crate::self_traffic::agent_endpoints`]); empty with
-    /// `--trace-self`.
-    pub self_endpoints: Vec<SocketAddr>,
-    /// Print stats this often (None: only at exit).
-    pub stats_interval: Option<Duration>,
-    /// Stats as JSON lines.
-    pub json: bool,
-    /// Identity in datagram headers.
-    pub identity: AgentIdentity,
-    /// Datagram payload size; None derives it from the route MTU.
-    pub max_payload: Option<usize>,
-    /// How datagrams reach the kernel (`--batch-send`).
-    pub batch_send: BatchSend,
-    /// Longest an event waits in a partial datagram.
-    pub flush_after: Duration,
-    /// Drain period of the probe's ring.
-    pub poll_interval: Duration,
-    /// `--realtime`: SCHED_FIFO priority of the drain loop.
-    pub realtime: Option<u32>,
-    /// Record slots per CPU in the probe's ring (power of two).
-    pub slots_per_cpu: u32,
-    /// Kernel BTF to check for BPF TX timestamping.
-    pub btf: PathBuf,
-    /// The global clock.
-    pub clock: ClockConfig,
-    /// How long to wait for the clock to lock before attaching the probes.
-    pub clock_lock_timeout: Duration,
-    /// Keys from `--key-file`: datagrams are tagged, acknowledgements checked.
-    pub keys: Option<AgentKeys>,
-    /// At exit, how long to wait for the sink to confirm the last events.
-    pub ack_wait: Duration,
-}
-
-/// The keys the agent derives from the deployment's key file.
-#[derive(Debug, Clone)]
-pub struct AgentKeys {
-    /// Tags datagrams.
-    pub datagram: tracer_auth::MacKey,
-    /// Checks the sink's acknowledgements.
-    pub ack: tracer_auth::MacKey,
-}
-
-impl AgentKeys {
-    /// The agent's keys (the clock exchange's is taken separately).
-    pub fn from_shared(key: &tracer_auth::SharedKey) -> Self {
-        AgentKeys {
-            datagram: key.mac_key(tracer_auth::Purpose::Datagram),
-            ack: key.mac_key(tracer_auth::Purpose::Ack),
-        }
-    }
-}
 
 /// Why the agent stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -330,200 +258,6 @@ fn self_traffic_of(cfg: &AgentConfig) -> Result<SelfTraffic, AgentError> {
     Ok(t)
 }
 
-/// Shortest wait between drains.
-const MIN_POLL: Duration = Duration::from_millis(1);
-
-/// How long to sleep before the next drain: long enough to batch, short
-/// enough that the fullest CPU's ring, filling as fast as it did since the
-/// last drain (`backlog` records in `elapsed`), reaches only a quarter of
-/// its `slots` by then; `poll` (--poll-ms) while it fills slower. A burst
-/// that starts while the agent sleeps can still fill the rest of the ring.
-fn next_poll(backlog: u64, elapsed: Duration, slots: u32, poll: Duration) -> Duration {
-    let room = u128::from(slots / 4).max(1);
-    let backlog = u128::from(backlog);
-    if backlog == 0 {
-        return poll;
-    }
-    // room / (backlog / elapsed), in ns, without floats.
-    let ns = room * elapsed.as_nanos() / backlog;
-    let wait = Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
-    wait.clamp(MIN_POLL.min(poll), poll)
-}
-
-/// Make this thread (the drain loop; the clock's threads keep their
-/// policy) SCHED_FIFO at `prio`; a refusal is a warning, not an error.
-fn set_realtime(prio: u32) {
-    let param = libc::sched_param {
-        sched_priority: prio as libc::c_int,
-    };
-    // SAFETY: sched_setscheduler on the calling thread (0) with a valid param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        tracing::warn!(error = %std::io::Error::last_os_error(), prio,
-            "cannot run the drain loop as SCHED_FIFO (--realtime needs CAP_SYS_NICE): going on at normal priority");
-    } else {
-        tracing::info!(prio, "drain loop runs as SCHED_FIFO");
-    }
-}
-
-/// One epoll set over the probes' doorbells; None (the agent then only
-/// sleeps) if libbpf cannot build it.
-fn doorbell_ring(maps: &[libbpf_rs::MapHandle]) -> Option<libbpf_rs::RingBuffer<'_>> {
-    let mut b = libbpf_rs::RingBufferBuilder::new();
-    for m in maps {
-        // The record only says "drain now".
-        if let Err(e) = b.add(m, |_| 0) {
-            tracing::warn!(error = %e, "cannot wait on the probes' doorbells: draining on the timer only");
-            return None;
-        }
-    }
-    b.build()
-        .map_err(|e| tracing::warn!(error = %e, "cannot wait on the probes' doorbells: draining on the timer only"))
-        .ok()
-}
-
-/// Wait `d`, returning early when a probe rings its doorbell (a quarter
-/// ring filled on some CPU) or `stop` is set.
-fn wait_or_doorbell(rb: Option<&libbpf_rs::RingBuffer<'_>>, d: Duration, stop: &AtomicBool) {
-    let Some(rb) = rb else {
-        return sleep_unless_stopped(d, stop);
-    };
-    let end = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= end {
-            return;
-        }
-        // Slices, so that `stop` is seen within 100 ms.
-        let rang = rb.poll_raw((end - now).min(Duration::from_millis(100)));
-        if rang > 0 {
-            return;
-        }
-        if rang < 0 && rang != -libc::EINTR {
-            // Not expected; never spin on it.
-            return sleep_unless_stopped(end.saturating_duration_since(Instant::now()), stop);
-        }
-    }
-}
-
-/// Sleep `d`, in slices, returning early once `stop` is set.
-fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
-    let end = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= end {
-            return;
-        }
-        std::thread::sleep((end - now).min(Duration::from_millis(100)));
-    }
-}
-
-/// Take this drain's clock snapshot and advertise its state (logged when
-/// it changes) on the datagrams its events go in.
-fn snapshot_clock(
-    clock: &AgentClock,
-    stamper: &mut Stamper,
-    p: &mut Pipeline<UdpTransport>,
-    last_state: &mut ClockState,
-) {
-    stamper.snapshot(clock.converter());
-    let state = stamper.state();
-    if state != *last_state {
-        tracing::info!(state = %state.name(), source = %clock.source().name(), "clock state changed");
-        *last_state = state;
-    }
-    p.set_clock(clock.source(), state);
-}
-
-/// The pipeline seen by a probe's drain: each event stamped once, with
-/// this drain's snapshot, then batched; bad records counted.
-struct ToPipeline<'a> {
-    p: &'a mut Pipeline<UdpTransport>,
-    stamper: &'a mut Stamper,
-}
-
-impl Collector for ToPipeline<'_> {
-    fn event(&mut self, mut ev: ProbeEvent<'_>) {
-        self.stamper.stamp(&mut ev);
-        match ev {
-            ProbeEvent::Tx(ev) => self.p.push(ev),
-            ProbeEvent::Rx(ev) => self.p.push_rx(ev),
-            ProbeEvent::Drop(ev) => {
-                self.p.stats.drop_events += 1;
-                self.p.push_event(ev);
-            }
-            ProbeEvent::Tcp(ev) => {
-                self.p.stats.tcp_events += 1;
-                self.p.push_event(ev);
-            }
-        }
-    }
-
-    fn bad_record(&mut self, probe: &'static str, err: RecordError) {
-        if self.p.stats.bad_records == 0 {
-            tracing::warn!(probe, error = %err, "dropped a bad probe record (counted as lost)");
-        }
-        self.p.stats.bad_records += 1;
-    }
-}
-
-/// Move every record the probes wrote into the pipeline; returns the
-/// largest backlog one CPU of one probe had (None if no ring was read).
-fn drain(
-    probes: &mut [Box<dyn Probe + '_>],
-    p: &mut Pipeline<UdpTransport>,
-    stamper: &mut Stamper,
-) -> Option<u64> {
-    let mut backlog = None;
-    for probe in probes.iter_mut() {
-        match probe.drain(&mut ToPipeline { p, stamper }) {
-            Ok(Drained {
-                overruns,
-                max_backlog,
-                ..
-            }) => {
-                p.stats.ring_overruns += overruns;
-                backlog = Some(backlog.unwrap_or(0).max(max_backlog));
-            }
-            Err(e) => {
-                tracing::warn!(probe = probe.name(), error = %with_causes(e), "reading the probe's ring");
-            }
-        }
-    }
-    backlog
-}
-
-/// A probe error and its causes on one line, for a warning.
-fn with_causes(e: ProbeError) -> String {
-    format!("{:#}", anyhow::Error::from(e))
-}
-
-/// Refresh the BPF-side counters and run statistics (summed over probes)
-/// and the loss total sent to the sink.
-fn update_counters(probes: &[Box<dyn Probe + '_>], p: &mut Pipeline<UdpTransport>) {
-    let mut sum = ProbeCounters::default();
-    let mut ok = true;
-    for probe in probes {
-        match probe.counters() {
-            Ok(c) => sum += c,
-            Err(e) => {
-                ok = false;
-                tracing::warn!(probe = probe.name(), error = %with_causes(e), "reading BPF counters");
-            }
-        }
-    }
-    // A failed read keeps the last good totals rather than going back.
-    if ok {
-        p.stats.bpf = sum;
-    }
-    p.set_lost_events(p.stats.bpf.ringbuf_lost + p.stats.ring_overruns + p.stats.bad_records);
-    let infos: Vec<_> = probes
-        .iter()
-        .flat_map(|probe| probe.programs())
-        .filter_map(bpf_prog_info)
-        .collect();
-    p.stats.set_bpf_runs(&infos);
-}
-
 /// Give the clock up to `timeout` to lock before tracing starts, so the
 /// first events are already on the global axis (events before a lock are
 /// converted with this host's own TAI and flagged UNLOCKED).
@@ -556,61 +290,8 @@ fn wait_for_lock(
     }
 }
 
-/// Print counters to stdout.
-pub fn print_stats(stats: &AgentStats, json: bool, last: bool) {
-    if json {
-        let v = serde_json::json!({ "final": last, "stats": stats });
-        println!("{v}");
-    } else {
-        let prefix = if last { "final " } else { "" };
-        println!("{prefix}tracer-agent statistics");
-        print!("{}", stats.table());
-    }
-}
-
-/// Parse /proc/sys/kernel/random/boot_id into 16 bytes.
-pub fn boot_id() -> [u8; 16] {
-    let s = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let hex: Vec<u8> = s.trim().bytes().filter(u8::is_ascii_hexdigit).collect();
-    let mut out = [0u8; 16];
-    for (i, pair) in hex.chunks(2).take(16).enumerate() {
-        let digits = std::str::from_utf8(pair).unwrap_or("0");
-        out[i] = u8::from_str_radix(digits, 16).unwrap_or(0);
-    }
-    out
-}
-
-/// This host's name.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn the_drain_period_follows_the_fill_rate() {
-        let poll = Duration::from_millis(100);
-        let ms = Duration::from_millis;
-        // Idle or slow: the configured period.
-        assert_eq!(next_poll(0, ms(100), 32768, poll), poll);
-        assert_eq!(next_poll(100, ms(100), 32768, poll), poll);
-        // 8192 records (a quarter) in 100 ms: come back in 100 ms.
-        assert_eq!(next_poll(8192, ms(100), 32768, poll), poll);
-        // 32768 in 100 ms (327 k/s on one CPU): a quarter takes 25 ms.
-        assert_eq!(next_poll(32768, ms(100), 32768, poll), ms(25));
-        // 1 M/s: 8 ms; faster still: never below 1 ms.
-        assert_eq!(
-            next_poll(10_000, ms(10), 32768, poll),
-            Duration::from_micros(8192)
-        );
-        assert_eq!(next_poll(1 << 20, ms(1), 32768, poll), MIN_POLL);
-        // A --poll-ms under the floor is kept.
-        assert_eq!(next_poll(1 << 20, ms(1), 64, ms(1) / 2), ms(1) / 2);
-    }
-
     use super::*;
     use std::error::Error;
 

@@ -1,0 +1,119 @@
+//! One drain: the clock snapshot its events are stamped with, every
+//! probe's records into the pipeline, and the counters that go with them.
+
+use crate::clock::AgentClock;
+use crate::pipeline::Pipeline;
+use crate::probes::{
+    Collector, Drained, Probe, ProbeCounters, ProbeError, ProbeEvent, RecordError,
+};
+use crate::sender::UdpTransport;
+use crate::stamp::Stamper;
+use crate::stats::bpf_prog_info;
+use tracer_codec::ClockState;
+
+/// Take this drain's clock snapshot and advertise its state (logged when
+/// it changes) on the datagrams its events go in.
+pub(super) fn snapshot_clock(
+    clock: &AgentClock,
+    stamper: &mut Stamper,
+    p: &mut Pipeline<UdpTransport>,
+    last_state: &mut ClockState,
+) {
+    stamper.snapshot(clock.converter());
+    let state = stamper.state();
+    if state != *last_state {
+        tracing::info!(state = %state.name(), source = %clock.source().name(), "clock state changed");
+        *last_state = state;
+    }
+    p.set_clock(clock.source(), state);
+}
+
+/// The pipeline seen by a probe's drain: each event stamped once, with
+/// this drain's snapshot, then batched; bad records counted.
+struct ToPipeline<'a> {
+    p: &'a mut Pipeline<UdpTransport>,
+    stamper: &'a mut Stamper,
+}
+
+impl Collector for ToPipeline<'_> {
+    fn event(&mut self, mut ev: ProbeEvent<'_>) {
+        self.stamper.stamp(&mut ev);
+        match ev {
+            ProbeEvent::Tx(ev) => self.p.push(ev),
+            ProbeEvent::Rx(ev) => self.p.push_rx(ev),
+            ProbeEvent::Drop(ev) => {
+                self.p.stats.drop_events += 1;
+                self.p.push_event(ev);
+            }
+            ProbeEvent::Tcp(ev) => {
+                self.p.stats.tcp_events += 1;
+                self.p.push_event(ev);
+            }
+        }
+    }
+
+    fn bad_record(&mut self, probe: &'static str, err: RecordError) {
+        if self.p.stats.bad_records == 0 {
+            tracing::warn!(probe, error = %err, "dropped a bad probe record (counted as lost)");
+        }
+        self.p.stats.bad_records += 1;
+    }
+}
+
+/// Move every record the probes wrote into the pipeline; returns the
+/// largest backlog one CPU of one probe had (None if no ring was read).
+pub(super) fn drain(
+    probes: &mut [Box<dyn Probe + '_>],
+    p: &mut Pipeline<UdpTransport>,
+    stamper: &mut Stamper,
+) -> Option<u64> {
+    let mut backlog = None;
+    for probe in probes.iter_mut() {
+        match probe.drain(&mut ToPipeline { p, stamper }) {
+            Ok(Drained {
+                overruns,
+                max_backlog,
+                ..
+            }) => {
+                p.stats.ring_overruns += overruns;
+                backlog = Some(backlog.unwrap_or(0).max(max_backlog));
+            }
+            Err(e) => {
+                tracing::warn!(probe = probe.name(), error = %with_causes(e), "reading the probe's ring");
+            }
+        }
+    }
+    backlog
+}
+
+/// A probe error and its causes on one line, for a warning.
+pub(super) fn with_causes(e: ProbeError) -> String {
+    format!("{:#}", anyhow::Error::from(e))
+}
+
+/// Refresh the BPF-side counters and run statistics (summed over probes)
+/// and the loss total sent to the sink.
+pub(super) fn update_counters(probes: &[Box<dyn Probe + '_>], p: &mut Pipeline<UdpTransport>) {
+    let mut sum = ProbeCounters::default();
+    let mut ok = true;
+    for probe in probes {
+        match probe.counters() {
+            Ok(c) => sum += c,
+            Err(e) => {
+                ok = false;
+                tracing::warn!(probe = probe.name(), error = %with_causes(e), "reading BPF counters");
+            }
+        }
+    }
+    // A failed read keeps the last good totals rather than going back.
+    if ok {
+        p.stats.bpf = sum;
+    }
+    p.set_lost_events(p.stats.bpf.ringbuf_lost + p.stats.ring_overruns + p.stats.bad_records);
+    let infos: Vec<_> = probes
+        .iter()
+        .flat_map(|probe| probe.programs())
+        .filter_map(bpf_prog_info)
+        .collect();
+    p.stats.set_bpf_runs(&infos);
+}
