@@ -237,6 +237,28 @@ pub struct Converter {
 }
 
 impl Converter {
+    /// The mapping of `global` now. Before its first sample the global
+    /// axis is `fallback_offset_ns` (this host's TAI - MONOTONIC), plus the
+    /// injected error if any, after CLOCK_MONOTONIC.
+    pub fn new(
+        global: &GlobalClock,
+        fallback_offset_ns: i64,
+        injection: Option<ErrorInjection>,
+    ) -> Self {
+        let snap = global.snapshot();
+        let state = if snap.segments.is_empty() {
+            ClockState::Unlocked
+        } else {
+            clock_state(snap.state)
+        };
+        Converter {
+            snap,
+            fallback_offset_ns,
+            injection,
+            state,
+        }
+    }
+
     /// Global ns of a monotonic stamp as this host reads it (see
     /// [`LocalTime::mono`]). Before the first sample the
     /// clock is UNLOCKED and this host's (possibly injected) TAI stands in.
@@ -349,18 +371,7 @@ impl AgentClock {
 
     /// The mapping now in force.
     pub fn converter(&self) -> Converter {
-        let snap = self.global.snapshot();
-        let state = if snap.segments.is_empty() {
-            ClockState::Unlocked
-        } else {
-            clock_state(snap.state)
-        };
-        Converter {
-            snap,
-            fallback_offset_ns: self.fallback_offset_ns,
-            injection: self.injection,
-            state,
-        }
+        Converter::new(&self.global, self.fallback_offset_ns, self.injection)
     }
 
     /// Clock updates since the last call, as wire events. Failed samples

@@ -3,6 +3,7 @@
 
 pub mod acks;
 pub mod clock;
+pub mod collect;
 pub mod filter;
 #[cfg(test)]
 mod host_c;
@@ -14,3 +15,4 @@ pub mod self_traffic;
 pub mod sender;
 pub mod stamp;
 pub mod stats;
+pub mod synthetic;

@@ -14,6 +14,7 @@
 pub mod core;
 pub mod drops;
 pub mod interface;
+pub mod memfd_slots;
 pub mod rx;
 /// The `--sample-every` rule, shared with the matcher through the codec
 /// (the spec is `ebpf/include/sample.h`).

@@ -237,75 +237,58 @@ pub fn sum_percpu(map: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
     Ok(out)
 }
 
-/// The bytes of a record as a probe writes them, for decoder tests.
-#[cfg(test)]
-pub fn record_bytes<T: PlainRecord>(r: &T) -> Vec<u8> {
+/// The bytes of a record as a probe writes them into its ring (what the
+/// synthetic feed of `crate::synthetic` writes).
+pub fn record_as_bytes<T: PlainRecord>(r: &T) -> &[u8] {
     // SAFETY: the skeleton's record types are repr(C) with every padding
     // byte an explicit field (PlainRecord): all size_of::<T>() bytes are
-    // initialised integers.
-    unsafe { std::slice::from_raw_parts((r as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+    // initialised integers, borrowed as long as `r`.
+    unsafe { std::slice::from_raw_parts((r as *const T).cast::<u8>(), size_of::<T>()) }
+}
+
+/// [`record_as_bytes`], owned, for decoder tests.
+#[cfg(test)]
+pub fn record_bytes<T: PlainRecord>(r: &T) -> Vec<u8> {
+    record_as_bytes(r).to_vec()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use crate::probes::memfd_slots::MemfdSlots;
+
     /// Where the fake's slots keep their commit word (as record_hdr does).
     const COMMIT: usize = 4;
+    /// Bytes per fake slot.
+    const SLOT: usize = 16;
 
-    /// A slot array in a memfd, written the way the probe writes it.
-    struct Fake {
-        file: std::fs::File,
-        slot: usize,
-        per_cpu: u64,
+    /// A slot array of `ncpu` CPUs, `per_cpu` slots each, without BPF.
+    fn fake(ncpu: usize, per_cpu: u32) -> MemfdSlots {
+        MemfdSlots::new(ncpu, per_cpu, SLOT, COMMIT).unwrap()
     }
 
-    impl Fake {
-        fn new(ncpu: usize, per_cpu: u64, slot: usize) -> Self {
-            let name = std::ffi::CString::new("slots").unwrap();
-            // SAFETY: valid C string; memfd_create returns a new fd or -1.
-            let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
-            assert!(fd >= 0);
-            // SAFETY: fd is a fresh memfd we own.
-            let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-            file.set_len((ncpu as u64 * per_cpu * slot as u64).max(4096))
-                .unwrap();
-            Fake {
-                file,
-                slot,
-                per_cpu,
-            }
-        }
-
-        fn write(&self, cpu: usize, seq: u64, payload: u8, commit: bool) {
-            use std::os::unix::fs::FileExt;
-            let idx = cpu as u64 * self.per_cpu + (seq % self.per_cpu);
-            let mut rec = vec![payload; self.slot];
-            let c = if commit {
-                (seq as u32).wrapping_add(1)
-            } else {
-                0
-            };
-            rec[COMMIT..COMMIT + 4].copy_from_slice(&c.to_ne_bytes());
-            self.file
-                .write_all_at(&rec, idx * self.slot as u64)
-                .unwrap();
+    /// Record `seq` of `cpu`, every byte `payload` but its commit word,
+    /// published (`commit`) or still being written.
+    fn put(f: &mut MemfdSlots, cpu: usize, seq: u64, payload: u8, commit: bool) {
+        f.write(cpu, seq, &[payload; SLOT]);
+        if commit {
+            f.commit(cpu, seq);
         }
     }
 
-    fn ring(f: &Fake, heads: &[u64]) -> SlotRing {
-        use std::os::fd::AsFd;
-        SlotRing::new(f.file.as_fd(), f.slot, COMMIT, f.per_cpu as u32, heads).unwrap()
+    fn ring(f: &MemfdSlots, per_cpu: u32, heads: &[u64]) -> SlotRing {
+        SlotRing::new(f.fd(), SLOT, COMMIT, per_cpu, heads).unwrap()
     }
 
     #[test]
     fn reads_committed_records_in_order_per_cpu() {
-        let f = Fake::new(2, 8, 16);
-        let mut r = ring(&f, &[0, 0]);
+        let mut f = fake(2, 8);
+        let mut r = ring(&f, 8, &[0, 0]);
         for s in 0..3 {
-            f.write(0, s, s as u8 + 1, true);
+            put(&mut f, 0, s, s as u8 + 1, true);
         }
-        f.write(1, 0, 9, true);
+        put(&mut f, 1, 0, 9, true);
         let mut got = Vec::new();
         let d = r.drain(&[3, 1], |b| got.push(b[0]));
         assert_eq!(got, vec![1, 2, 3, 9]);
@@ -316,25 +299,25 @@ mod tests {
 
     #[test]
     fn an_uncommitted_slot_waits_for_the_next_drain() {
-        let f = Fake::new(1, 8, 16);
-        let mut r = ring(&f, &[0]);
-        f.write(0, 0, 1, true);
-        f.write(0, 1, 2, false);
-        f.write(0, 2, 3, true);
+        let mut f = fake(1, 8);
+        let mut r = ring(&f, 8, &[0]);
+        put(&mut f, 0, 0, 1, true);
+        put(&mut f, 0, 1, 2, false);
+        put(&mut f, 0, 2, 3, true);
         let mut got = Vec::new();
         r.drain(&[3], |b| got.push(b[0]));
         assert_eq!(got, vec![1]);
-        f.write(0, 1, 2, true);
+        f.commit(0, 1);
         r.drain(&[3], |b| got.push(b[0]));
         assert_eq!(got, vec![1, 2, 3]);
     }
 
     #[test]
     fn a_lapped_reader_counts_what_it_lost() {
-        let f = Fake::new(1, 4, 16);
-        let mut r = ring(&f, &[0]);
+        let mut f = fake(1, 4);
+        let mut r = ring(&f, 4, &[0]);
         for s in 0..10 {
-            f.write(0, s, s as u8, true);
+            put(&mut f, 0, s, s as u8, true);
         }
         let mut got = Vec::new();
         let d = r.drain(&[10], |b| got.push(b[0]));
@@ -344,10 +327,10 @@ mod tests {
 
     #[test]
     fn records_started_before_the_reader_are_skipped() {
-        let f = Fake::new(1, 8, 16);
-        f.write(0, 0, 1, true);
-        let mut r = ring(&f, &[1]);
-        f.write(0, 1, 2, true);
+        let mut f = fake(1, 8);
+        put(&mut f, 0, 0, 1, true);
+        let mut r = ring(&f, 8, &[1]);
+        put(&mut f, 0, 1, 2, true);
         let mut got = Vec::new();
         r.drain(&[2], |b| got.push(b[0]));
         assert_eq!(got, vec![2]);
