@@ -11,6 +11,7 @@
 
 mod blocks;
 mod epb;
+mod pages;
 
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
@@ -31,6 +32,7 @@ use crate::fasthash::IndexMap;
 
 pub use blocks::interface_description;
 pub use epb::EPB_PACKETID;
+pub use pages::PAD_BLOCK;
 
 use blocks::{interface_block, section_header};
 use epb::{encode_epb, epbs_by_agent, whole_blocks};
@@ -188,9 +190,11 @@ impl TraceFile {
             return Ok(id);
         }
         let idb = interface_block(a);
+        let start = self.w.get_ref().len();
         self.w
             .write_pcapng_block(idb)
             .map_err(|e| pcap_err("interface description", e))?;
+        pages::keep_in_page(self.w.get_mut(), self.committed, start);
         let id = self.spans.len() as u32;
         self.ifaces.insert(a.index, id);
         self.spans.push((a.index, None));
@@ -236,7 +240,10 @@ impl TraceFile {
                 format_args!("interface {iface} has no IDB"),
             ));
         }
-        encode_epb(self.w.get_mut(), iface, ts_ns, packet_id, payload, comment);
+        let buf = self.w.get_mut();
+        let start = buf.len();
+        encode_epb(buf, iface, ts_ns, packet_id, payload, comment);
+        pages::keep_in_page(buf, self.committed, start);
         self.pending_events += 1;
         if let Some((_, span)) = self.spans.get_mut(iface as usize) {
             match span {
@@ -402,9 +409,11 @@ impl TraceFile {
             };
             // Only a bug can make encoding into memory fail; the file stays
             // valid without this ISB, so log and go on.
+            let start = self.w.get_ref().len();
             if let Err(e) = self.w.write_pcapng_block(block) {
                 tracing::error!(file = %self.path.display(), error = &e as &dyn std::error::Error, "cannot encode interface statistics");
             }
+            pages::keep_in_page(self.w.get_mut(), self.committed, start);
         }
         let n = self.commit()?;
         if let Err(e) = self.file.sync_all() {

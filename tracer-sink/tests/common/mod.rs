@@ -287,6 +287,8 @@ pub struct Section {
     /// Block kinds in file order: 'S', 'I', 'E', 'T' (statistics).
     pub order: Vec<char>,
     pub shb_app: Option<String>,
+    /// Padding blocks skipped.
+    pub padding: usize,
 }
 
 /// Read a pcapng file whole; panics on any parse error.
@@ -324,6 +326,9 @@ pub fn read_file(path: &Path) -> Vec<Section> {
                 s.order.push('T');
                 s.isbs.push(i.into_owned());
             }
+            // The padding that keeps every block inside one page
+            // (pcapng/pages.rs): skipped, as Wireshark skips it.
+            Block::Unknown(u) if u.type_ == tracer_sink::PAD_BLOCK => s.padding += 1,
             other => panic!("unexpected block {other:?}"),
         }
     }
