@@ -2,10 +2,9 @@
 //! probe's records into the pipeline, and the counters that go with them.
 
 use crate::clock::AgentClock;
+use crate::collect::ToPipeline;
 use crate::pipeline::Pipeline;
-use crate::probes::{
-    Collector, Drained, Probe, ProbeCounters, ProbeError, ProbeEvent, RecordError,
-};
+use crate::probes::{Drained, Probe, ProbeCounters, ProbeError};
 use crate::sender::UdpTransport;
 use crate::stamp::Stamper;
 use crate::stats::bpf_prog_info;
@@ -26,38 +25,6 @@ pub(super) fn snapshot_clock(
         *last_state = state;
     }
     p.set_clock(clock.source(), state);
-}
-
-/// The pipeline seen by a probe's drain: each event stamped once, with
-/// this drain's snapshot, then batched; bad records counted.
-struct ToPipeline<'a> {
-    p: &'a mut Pipeline<UdpTransport>,
-    stamper: &'a mut Stamper,
-}
-
-impl Collector for ToPipeline<'_> {
-    fn event(&mut self, mut ev: ProbeEvent<'_>) {
-        self.stamper.stamp(&mut ev);
-        match ev {
-            ProbeEvent::Tx(ev) => self.p.push(ev),
-            ProbeEvent::Rx(ev) => self.p.push_rx(ev),
-            ProbeEvent::Drop(ev) => {
-                self.p.stats.drop_events += 1;
-                self.p.push_event(ev);
-            }
-            ProbeEvent::Tcp(ev) => {
-                self.p.stats.tcp_events += 1;
-                self.p.push_event(ev);
-            }
-        }
-    }
-
-    fn bad_record(&mut self, probe: &'static str, err: RecordError) {
-        if self.p.stats.bad_records == 0 {
-            tracing::warn!(probe, error = %err, "dropped a bad probe record (counted as lost)");
-        }
-        self.p.stats.bad_records += 1;
-    }
 }
 
 /// Move every record the probes wrote into the pipeline; returns the
