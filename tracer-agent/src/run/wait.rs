@@ -71,8 +71,10 @@ pub(super) fn wait_or_doorbell(
         if now >= end {
             return;
         }
-        // Slices, so that `stop` is seen within 100 ms.
-        let rang = rb.poll_raw((end - now).min(Duration::from_millis(100)));
+        // Slices, so that `stop` is seen within 100 ms; whole milliseconds,
+        // rounded up: epoll counts in them, and a remainder under 1 ms
+        // rounded down to 0 would spin until `end`.
+        let rang = rb.poll_raw(poll_slice(end - now));
         if rang > 0 {
             return;
         }
@@ -81,6 +83,13 @@ pub(super) fn wait_or_doorbell(
             return sleep_unless_stopped(end.saturating_duration_since(Instant::now()), stop);
         }
     }
+}
+
+/// The next epoll wait of [`wait_or_doorbell`]: `left` in whole
+/// milliseconds rounded up, at most 100 ms.
+fn poll_slice(left: Duration) -> Duration {
+    let ms = left.as_nanos().div_ceil(1_000_000).min(100);
+    Duration::from_millis(ms as u64)
 }
 
 /// Sleep `d`, in slices, returning early once `stop` is set.
@@ -98,6 +107,19 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_under_a_millisecond_is_one_millisecond_not_a_spin() {
+        let us = Duration::from_micros;
+        assert_eq!(poll_slice(us(1)), Duration::from_millis(1));
+        assert_eq!(poll_slice(us(999)), Duration::from_millis(1));
+        assert_eq!(poll_slice(us(1000)), Duration::from_millis(1));
+        assert_eq!(poll_slice(us(1001)), Duration::from_millis(2));
+        assert_eq!(
+            poll_slice(Duration::from_secs(3)),
+            Duration::from_millis(100)
+        );
+    }
 
     #[test]
     fn the_drain_period_follows_the_fill_rate() {
