@@ -48,9 +48,12 @@
 # datagrams), MODES ("none 1 100 ref clock"; "none" first, it pairs each round),
 # EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
 # EPS_SECS ($SECS), EPS_BATCH ("gso off": the agent's --batch-send modes, each
-# step runs one agent per mode); EPS_RATES="" skips (3), ROUNDS=0 skips (1)
+# step runs one agent per mode; "default" passes none, for an AGENT_BIN
+# without the option); EPS_RATES="" skips (3), ROUNDS=0 skips (1)
 # and (2). AGENT_ARGS: more options for every agent started (e.g.
-# "--ring-slots 4096").
+# "--ring-slots 4096"); AGENT_WRAP: a command to start it under (e.g.
+# "chrt -f 10"); AGENT_BIN: another build of the agent (an older commit's,
+# for a before/after in one run; it must know the options used).
 # PERF=1: profile the agent with perf (call graphs) during each step of (3)
 # and print its 25 hottest symbols per step: where its CPU per event goes.
 #
@@ -65,7 +68,7 @@ ROUNDS=${ROUNDS:-7} SECS=${SECS:-10} RATE=${RATE:-2G} DROP_RATE=${DROP_RATE:-10M
 MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
 EPS_SECS=${EPS_SECS:-$SECS} EPS_BATCH=${EPS_BATCH:-"gso off"}
-PERF=${PERF:-} AGENT_ARGS=${AGENT_ARGS:-} AGENT_WRAP=${AGENT_WRAP:-}
+PERF=${PERF:-} AGENT_ARGS=${AGENT_ARGS:-} AGENT_WRAP=${AGENT_WRAP:-} AGENT_BIN=${AGENT_BIN:-}
 if [[ -n $PERF ]] && ! command -v perf >/dev/null; then
     echo "installing perf (linux-perf) for PERF=1" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-perf >/dev/null \
@@ -211,7 +214,7 @@ start_agent() { # sample_every [more agent options]
     # background and may come after the first grep, which would then count
     # the previous agent's lines.
     : > "$WORK/agent.err"
-    nsenter --net=/run/netns/$B -- $AGENT_WRAP "$BIN/tracer-agent" --sink $AA:7420 --hostname rxbench \
+    nsenter --net=/run/netns/$B -- $AGENT_WRAP "${AGENT_BIN:-$BIN/tracer-agent}" --sink $AA:7420 --hostname rxbench \
         --probes tx,rx,drops --cgroup "$CG" $AGENT_ARGS --sample-every "$@" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!
@@ -322,7 +325,7 @@ if [[ -n $EPS_RATES ]]; then
     for rate in $EPS_RATES; do
       all_lost=1
       for batch in $EPS_BATCH; do
-        start_agent 1 --batch-send "$batch"
+        if [[ $batch == default ]]; then start_agent 1; else start_agent 1 --batch-send "$batch"; fi
         a0=$(proc_jiffies $AGENT); t0=$(date +%s.%N)
         perf_pid=
         if [[ -n $PERF ]]; then
