@@ -223,6 +223,20 @@ fn check_dgram(row: &Row, d: &Dgram, model: &mut LatencyModel) {
     }
 }
 
+/// One Ethernet/IPv4/UDP frame to the default port per payload, 1 µs apart.
+fn write_payloads<'a>(file: &Path, payloads: impl IntoIterator<Item = &'a Vec<u8>>) {
+    let frames: Vec<Frame> = payloads
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| Frame {
+            interface: 0,
+            time_ns: T0 + i as u64 * 1000,
+            data: ethernet_udp(d, DEFAULT_PORT),
+        })
+        .collect();
+    write_pcapng(file, DataLink::ETHERNET, &["lo"], &frames);
+}
+
 fn decode(tshark: &Tshark, file: &Path, query: &Query) -> Vec<Row> {
     let fields = field_list(&[DGRAM_FIELDS, TX_FIELDS, LAT_FIELDS, CLOCK_FIELDS]);
     tshark
@@ -358,16 +372,7 @@ fn udp_tagged_and_version_1_datagrams() {
     let tag = &tagged[tagged.len() - tracer_codec::MAC_LEN..];
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tagged.pcapng");
-    let frames: Vec<Frame> = [&plain, &tagged, &v1, &ack, &v2]
-        .iter()
-        .enumerate()
-        .map(|(i, d)| Frame {
-            interface: 0,
-            time_ns: T0 + i as u64 * 1000,
-            data: ethernet_udp(d, DEFAULT_PORT),
-        })
-        .collect();
-    write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
+    write_payloads(&file, [&plain, &tagged, &v1, &ack, &v2]);
     let rows = decode(&tshark, &file, &Query::default());
     assert_eq!(rows.len(), 5);
     let (plain_row, tagged_row, v1_row) = (&rows[0], &rows[1], &rows[2]);
@@ -479,16 +484,7 @@ fn udp_gso_batch_seen_before_segmentation() {
         assert_eq!(batch.len(), segment * 3 + alone[3].len());
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("gso.pcapng");
-        let frames: Vec<Frame> = std::iter::once(&batch)
-            .chain(&alone)
-            .enumerate()
-            .map(|(i, d)| Frame {
-                interface: 0,
-                time_ns: T0 + i as u64 * 1000,
-                data: ethernet_udp(d, DEFAULT_PORT),
-            })
-            .collect();
-        write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
+        write_payloads(&file, std::iter::once(&batch).chain(&alone));
         let rows = decode(&tshark, &file, &Query::default());
         assert_eq!(rows.len(), 5);
         let (gso, singles) = rows.split_first().unwrap();
