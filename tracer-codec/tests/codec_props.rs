@@ -202,6 +202,21 @@ proptest! {
     }
 
     #[test]
+    fn prepared_capture_header_matches_encode(agent_id in any::<u64>(), seq in any::<u64>(),
+                                              src in any::<u8>(), state in any::<u8>(),
+                                              host in ".{0,300}",
+                                              record in prop::collection::vec(any::<u8>(), 0..64)) {
+        let mut want = Vec::new();
+        CaptureRecord::encode(&mut want, agent_id, seq, src, state, &host, &record);
+        let h = CaptureHeader::new(agent_id, &host);
+        let mut got = vec![9u8; 3];
+        h.encode(&mut got, seq, src, state, &record);
+        prop_assert_eq!(&got[..3], &[9u8; 3][..]);
+        prop_assert_eq!(&got[3..], &want[..]);
+        prop_assert_eq!(h.len() + record.len(), want.len());
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
         let _ = Datagram::decode(&bytes);
         let _ = CaptureRecord::decode(&bytes);

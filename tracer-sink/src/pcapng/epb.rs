@@ -80,22 +80,27 @@ pub(crate) fn encode_epb(
     debug_assert_eq!(buf.len() % 4, 0);
     let start = buf.len();
     buf.reserve(512);
-    buf.extend_from_slice(&EPB_TYPE.to_le_bytes());
-    buf.extend_from_slice(&[0u8; 4]); // total length, patched below
-    buf.extend_from_slice(&iface.to_le_bytes());
-    buf.extend_from_slice(&((ts_ns >> 32) as u32).to_le_bytes());
-    buf.extend_from_slice(&(ts_ns as u32).to_le_bytes());
-    buf.extend_from_slice(&[0u8; 8]); // captured and original length
+    // The fixed part in one piece (captured and original length patched
+    // below): a dozen small appends, each checking the capacity, cost
+    // more than the record's copy.
+    let mut head = [0u8; 28];
+    head[0..4].copy_from_slice(&EPB_TYPE.to_le_bytes());
+    head[8..12].copy_from_slice(&iface.to_le_bytes());
+    head[12..16].copy_from_slice(&((ts_ns >> 32) as u32).to_le_bytes());
+    head[16..20].copy_from_slice(&(ts_ns as u32).to_le_bytes());
+    buf.extend_from_slice(&head);
     let data = buf.len();
     payload(buf);
-    let cap = (buf.len() - data) as u32;
-    buf[data - 8..data - 4].copy_from_slice(&cap.to_le_bytes());
-    buf[data - 4..data].copy_from_slice(&cap.to_le_bytes());
-    pad4(buf);
-    // epb_packetid
-    buf.extend_from_slice(&EPB_PACKETID.to_le_bytes());
-    buf.extend_from_slice(&8u16.to_le_bytes());
-    buf.extend_from_slice(&packet_id.to_le_bytes());
+    let cap = buf.len() - data;
+    buf[data - 8..data - 4].copy_from_slice(&(cap as u32).to_le_bytes());
+    buf[data - 4..data].copy_from_slice(&(cap as u32).to_le_bytes());
+    // Padding, then epb_packetid.
+    let pad = (4 - cap % 4) % 4;
+    let mut id = [0u8; 15];
+    id[pad..pad + 2].copy_from_slice(&EPB_PACKETID.to_le_bytes());
+    id[pad + 2..pad + 4].copy_from_slice(&8u16.to_le_bytes());
+    id[pad + 4..pad + 12].copy_from_slice(&packet_id.to_le_bytes());
+    buf.extend_from_slice(&id[..pad + 12]);
     // opt_comment
     let opt = buf.len();
     buf.extend_from_slice(&OPT_COMMENT.to_le_bytes());
@@ -117,11 +122,12 @@ pub(crate) fn encode_epb(
         buf[opt + 2..opt + 4].copy_from_slice(&(clen as u16).to_le_bytes());
         pad4(buf);
     }
-    // opt_endofopt
-    buf.extend_from_slice(&[0u8; 4]);
-    let total = (buf.len() - start + 4) as u32;
-    buf.extend_from_slice(&total.to_le_bytes());
-    buf[start + 4..start + 8].copy_from_slice(&total.to_le_bytes());
+    // opt_endofopt, then the total length (here and at the start).
+    let total = ((buf.len() - start + 8) as u32).to_le_bytes();
+    let mut end = [0u8; 8];
+    end[4..8].copy_from_slice(&total);
+    buf.extend_from_slice(&end);
+    buf[start + 4..start + 8].copy_from_slice(&total);
 }
 
 #[cfg(test)]

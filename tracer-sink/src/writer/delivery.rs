@@ -8,6 +8,10 @@ use std::net::UdpSocket;
 use crate::fasthash::IndexMap;
 use crate::stats::{Shared, SharedState};
 
+/// Runs kept apart (a power of two): one per agent of the few whose
+/// events the time-ordered stream interleaves.
+const RUNS: usize = 8;
+
 /// Per-agent delivery accounting of the writer.
 pub(super) struct Delivery {
     /// Per agent: events encoded into the file's buffer, not yet written
@@ -15,9 +19,11 @@ pub(super) struct Delivery {
     uncommitted: IndexMap<u64>,
     /// Agents with `uncommitted` events.
     dirty: Vec<u32>,
-    /// The latest events noted, all of one agent, not yet in
-    /// `uncommitted` (consecutive events mostly come from one agent).
-    run: Option<(u32, u64)>,
+    /// Events noted and not yet in `uncommitted`, as runs of one agent
+    /// each, at `agent % RUNS`: the stream interleaves the events of a
+    /// few agents, and one run alone ended at every switch between two
+    /// (a map update per event).
+    runs: [Option<(u32, u64)>; RUNS],
     /// Per agent: events it could not write at all since the last publish
     /// (a full disk loses them at the arrival rate: counted here, handed to
     /// the shared state once per message, not once per event).
@@ -33,7 +39,7 @@ impl Delivery {
         Delivery {
             uncommitted: IndexMap::default(),
             dirty: Vec::new(),
-            run: None,
+            runs: [None; RUNS],
             lost_pending: Vec::new(),
             ack_socket,
         }
@@ -41,7 +47,7 @@ impl Delivery {
 
     /// One more event of `agent` in the file's buffer.
     pub fn note_written(&mut self, agent: u32) {
-        match &mut self.run {
+        match &mut self.runs[agent as usize % RUNS] {
             Some((a, n)) if *a == agent => *n += 1,
             run => {
                 if let Some((a, n)) = run.replace((agent, 1)) {
@@ -51,10 +57,12 @@ impl Delivery {
         }
     }
 
-    /// Move the run of noted events into `uncommitted`.
+    /// Move the runs of noted events into `uncommitted`.
     fn flush_run(&mut self) {
-        if let Some((a, n)) = self.run.take() {
-            self.add_uncommitted(a, n);
+        for i in 0..RUNS {
+            if let Some((a, n)) = self.runs[i].take() {
+                self.add_uncommitted(a, n);
+            }
         }
     }
 
@@ -140,11 +148,24 @@ mod tests {
         }
         d.flush_run();
         assert_eq!((d.uncommitted[&7], d.uncommitted[&3]), (5, 2));
-        assert_eq!(d.dirty, [7, 3]);
+        let mut dirty = d.dirty.clone();
+        dirty.sort_unstable();
+        assert_eq!(dirty, [3, 7]);
         // Settling forgets them.
         let shared = Shared::new(None, 10);
         d.note_written(3);
         d.settle(&shared, None);
-        assert!(d.uncommitted.is_empty() && d.dirty.is_empty() && d.run.is_none());
+        assert!(
+            d.uncommitted.is_empty() && d.dirty.is_empty() && d.runs.iter().all(Option::is_none)
+        );
+        // Agents that share a run's place take it from each other.
+        for a in [1, 9, 1, 9, 17, 1] {
+            d.note_written(a);
+        }
+        d.flush_run();
+        assert_eq!(
+            (d.uncommitted[&1], d.uncommitted[&9], d.uncommitted[&17]),
+            (3, 2, 1)
+        );
     }
 }

@@ -2,8 +2,6 @@
 //! and EPB encoded in place, the commit when the buffer is full, and the
 //! size rotation.
 
-use tracer_codec::CaptureRecord;
-
 use crate::batch::Batch;
 use crate::pcapng::TraceFile;
 
@@ -72,24 +70,14 @@ impl Output {
         let Some(iface) = interface_of(file, self.file_gen, agent) else {
             return self.lost_one(m.agent);
         };
-        let agent = &agent.info;
+        let capture = &agent.capture;
         let comments = self.cfg.comments;
         let summarizer = &mut self.summarizer;
         let written = file.write_event_with(
             iface,
             ts,
             m.event_seq,
-            |out| {
-                CaptureRecord::encode(
-                    out,
-                    agent.agent_id,
-                    m.event_seq,
-                    m.clock_source,
-                    m.clock_state,
-                    &agent.host,
-                    rec,
-                )
-            },
+            |out| capture.encode(out, m.event_seq, m.clock_source, m.clock_state, rec),
             |out| {
                 if comments {
                     // The receiver validated the record; decode again here

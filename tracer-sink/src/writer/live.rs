@@ -1,10 +1,16 @@
 //! The live agents as the writer knows them, by agent index: in a slab
-//! with the slot of the last agent looked up remembered, since consecutive
-//! events mostly come from one agent (a datagram's events are close in
-//! time), so most events find their agent without hashing.
+//! with the slots of recent lookups remembered in a small direct-mapped
+//! cache (by index), since the time-ordered stream interleaves the events
+//! of a few agents at a time: events alternating between two agents
+//! hashed once each with a cache of one, and not at all with this one.
+
+use tracer_codec::CaptureHeader;
 
 use crate::batch::AgentInfo;
 use crate::fasthash::IndexMap;
+
+/// Entries of the lookup cache (a power of two).
+const CACHED: usize = 8;
 
 /// A live agent as the writer knows it.
 pub(super) struct LiveAgent {
@@ -14,6 +20,8 @@ pub(super) struct LiveAgent {
     pub received: u64,
     /// Its interface id in the file of the generation given.
     pub iface: Option<(u64, u32)>,
+    /// Its capture header, encoded once (`info`'s id and host).
+    pub capture: CaptureHeader,
 }
 
 /// Live agents by index.
@@ -23,15 +31,17 @@ pub(super) struct LiveAgents {
     /// Free entries of `slots`.
     free: Vec<usize>,
     slot_of: IndexMap<usize>,
-    /// The agent index and slot of the last lookup.
-    last: Option<(u32, usize)>,
+    /// Agent index and slot of recent lookups, at `index % CACHED`.
+    cached: [Option<(u32, usize)>; CACHED],
 }
 
 impl LiveAgents {
     /// Add an agent, or update what its IDB says if it is live already.
     pub fn add(&mut self, info: AgentInfo) {
+        let capture = CaptureHeader::new(info.agent_id, &info.host);
         if let Some(a) = self.get_mut(info.index) {
             a.info = info;
+            a.capture = capture;
             return;
         }
         let index = info.index;
@@ -39,6 +49,7 @@ impl LiveAgents {
             info,
             received: 0,
             iface: None,
+            capture,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -56,8 +67,9 @@ impl LiveAgents {
     /// Forget an agent; returns it.
     pub fn remove(&mut self, index: u32) -> Option<LiveAgent> {
         let slot = self.slot_of.remove(&index)?;
-        if self.last.is_some_and(|(i, _)| i == index) {
-            self.last = None;
+        let c = &mut self.cached[index as usize % CACHED];
+        if c.is_some_and(|(i, _)| i == index) {
+            *c = None;
         }
         self.free.push(slot);
         self.slots.get_mut(slot)?.take()
@@ -65,7 +77,7 @@ impl LiveAgents {
 
     /// A live agent.
     pub fn get(&self, index: u32) -> Option<&LiveAgent> {
-        let slot = match self.last {
+        let slot = match self.cached[index as usize % CACHED] {
             Some((i, s)) if i == index => s,
             _ => *self.slot_of.get(&index)?,
         };
@@ -74,11 +86,12 @@ impl LiveAgents {
 
     /// A live agent, to update.
     pub fn get_mut(&mut self, index: u32) -> Option<&mut LiveAgent> {
-        let slot = match self.last {
+        let c = &mut self.cached[index as usize % CACHED];
+        let slot = match *c {
             Some((i, s)) if i == index => s,
             _ => {
                 let s = *self.slot_of.get(&index)?;
-                self.last = Some((index, s));
+                *c = Some((index, s));
                 s
             }
         };
