@@ -49,6 +49,23 @@ impl CaptureHeader {
         self.bytes.is_empty()
     }
 
+    /// The header's bytes as prepared (`event_seq` and the clock fields
+    /// 0): copy them, then [`set_event`](Self::set_event) on the copy.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Write the fields that change per event into a copy of
+    /// [`bytes`](Self::bytes) (`header` starts with it; too short a slice
+    /// is left as it is).
+    pub fn set_event(header: &mut [u8], event_seq: u64, clock_source: u8, clock_state: u8) {
+        if let Some(h) = header.get_mut(..CAPTURE_FIXED_LEN) {
+            h[EVENT_SEQ_AT..EVENT_SEQ_AT + 8].copy_from_slice(&event_seq.to_le_bytes());
+            h[CLOCK_AT] = clock_source;
+            h[CLOCK_AT + 1] = clock_state;
+        }
+    }
+
     /// Append the header of one event, then its record, to `out`.
     pub fn encode(
         &self,
@@ -62,10 +79,7 @@ impl CaptureHeader {
         out.reserve(self.bytes.len() + record_bytes.len());
         out.extend_from_slice(&self.bytes);
         out.extend_from_slice(record_bytes);
-        let h = &mut out[at..at + self.bytes.len()];
-        h[EVENT_SEQ_AT..EVENT_SEQ_AT + 8].copy_from_slice(&event_seq.to_le_bytes());
-        h[CLOCK_AT] = clock_source;
-        h[CLOCK_AT + 1] = clock_state;
+        Self::set_event(&mut out[at..], event_seq, clock_source, clock_state);
     }
 }
 

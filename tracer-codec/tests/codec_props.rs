@@ -214,6 +214,10 @@ proptest! {
         prop_assert_eq!(&got[..3], &[9u8; 3][..]);
         prop_assert_eq!(&got[3..], &want[..]);
         prop_assert_eq!(h.len() + record.len(), want.len());
+        let mut copy = h.bytes().to_vec();
+        copy.extend_from_slice(&record);
+        CaptureHeader::set_event(&mut copy, seq, src, state);
+        prop_assert_eq!(&copy, &want);
     }
 
     #[test]

@@ -130,6 +130,48 @@ pub(crate) fn encode_epb(
     buf[start + 4..start + 8].copy_from_slice(&total);
 }
 
+/// Append one Enhanced Packet Block without a comment whose packet data
+/// is `head` then `data`, and return where the copy of `head` starts in
+/// `buf` (for the caller to fill in per-event fields). Byte for byte what
+/// [`encode_epb`] writes for that payload and an empty comment, but with
+/// every length known up front: one reservation and four copies.
+pub(crate) fn encode_epb_parts(
+    buf: &mut Vec<u8>,
+    iface: u32,
+    ts_ns: u64,
+    packet_id: u64,
+    head: &[u8],
+    data: &[u8],
+) -> usize {
+    debug_assert_eq!(buf.len() % 4, 0);
+    let cap = head.len() + data.len();
+    let pad = (4 - cap % 4) % 4;
+    // Block head, data, padding, epb_packetid (12), opt_endofopt (4),
+    // total length (4).
+    let total = 28 + cap + pad + 20;
+    buf.reserve(total);
+    let mut block = [0u8; 28];
+    block[0..4].copy_from_slice(&EPB_TYPE.to_le_bytes());
+    block[4..8].copy_from_slice(&(total as u32).to_le_bytes());
+    block[8..12].copy_from_slice(&iface.to_le_bytes());
+    block[12..16].copy_from_slice(&((ts_ns >> 32) as u32).to_le_bytes());
+    block[16..20].copy_from_slice(&(ts_ns as u32).to_le_bytes());
+    block[20..24].copy_from_slice(&(cap as u32).to_le_bytes());
+    block[24..28].copy_from_slice(&(cap as u32).to_le_bytes());
+    buf.extend_from_slice(&block);
+    let at = buf.len();
+    buf.extend_from_slice(head);
+    buf.extend_from_slice(data);
+    let mut tail = [0u8; 23];
+    let t = &mut tail[pad..pad + 20];
+    t[0..2].copy_from_slice(&EPB_PACKETID.to_le_bytes());
+    t[2..4].copy_from_slice(&8u16.to_le_bytes());
+    t[4..12].copy_from_slice(&packet_id.to_le_bytes());
+    t[16..20].copy_from_slice(&(total as u32).to_le_bytes());
+    buf.extend_from_slice(&tail[..pad + 20]);
+    at
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +202,30 @@ mod tests {
         let (keep, n) = whole_blocks(&buf, buf.len() / 2 + 3);
         assert_eq!(n, 3);
         assert_eq!(epbs_by_agent(&agents, &buf[..keep]), [(7, 2), (3, 1)]);
+    }
+
+    #[test]
+    fn parts_encode_like_a_payload_without_comment() {
+        for (hl, dl) in [(0, 0), (23, 0), (23, 1), (30, 125), (31, 2), (5, 64)] {
+            let head: Vec<u8> = (0..hl).map(|i| i as u8).collect();
+            let data: Vec<u8> = (0..dl).map(|i| 200 - i as u8).collect();
+            let mut want = vec![7u8; 8];
+            encode_epb(
+                &mut want,
+                3,
+                0x1234_5678_9abc,
+                42,
+                |o| {
+                    o.extend_from_slice(&head);
+                    o.extend_from_slice(&data);
+                },
+                |_| {},
+            );
+            let mut got = vec![7u8; 8];
+            let at = encode_epb_parts(&mut got, 3, 0x1234_5678_9abc, 42, &head, &data);
+            assert_eq!(got, want, "head {hl}, data {dl}");
+            assert_eq!(&got[at..at + hl], &head[..]);
+        }
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use epb::EPB_PACKETID;
 pub use pages::PAD_BLOCK;
 
 use blocks::{interface_block, section_header};
-use epb::{encode_epb, epbs_by_agent, whole_blocks};
+use epb::{encode_epb, encode_epb_parts, epbs_by_agent, whole_blocks};
 
 /// Encoded bytes kept in memory before a write to the file.
 pub const WRITE_CHUNK: usize = 1 << 20;
@@ -243,7 +243,42 @@ impl TraceFile {
         let buf = self.w.get_mut();
         let start = buf.len();
         encode_epb(buf, iface, ts_ns, packet_id, payload, comment);
-        pages::keep_in_page(buf, self.committed, start);
+        self.event_added(start, iface, ts_ns);
+        Ok(())
+    }
+
+    /// Encode one EPB without a comment whose packet data is `head` then
+    /// `data`; `fill` then gets the copy of `head` in the buffer to write
+    /// per-event fields into. Cheaper than
+    /// [`write_event_with`](Self::write_event_with): all lengths are known
+    /// up front.
+    pub fn write_event_parts(
+        &mut self,
+        iface: u32,
+        ts_ns: u64,
+        packet_id: u64,
+        head: &[u8],
+        data: &[u8],
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SinkError> {
+        if iface as usize >= self.spans.len() {
+            return Err(pcap_err(
+                "enhanced packet",
+                format_args!("interface {iface} has no IDB"),
+            ));
+        }
+        let buf = self.w.get_mut();
+        let start = buf.len();
+        let at = encode_epb_parts(buf, iface, ts_ns, packet_id, head, data);
+        fill(&mut buf[at..at + head.len()]);
+        self.event_added(start, iface, ts_ns);
+        Ok(())
+    }
+
+    /// The EPB encoded from `start` of the buffer: kept within its page,
+    /// counted, and its time in its interface's span.
+    fn event_added(&mut self, start: usize, iface: u32, ts_ns: u64) {
+        pages::keep_in_page(self.w.get_mut(), self.committed, start);
         self.pending_events += 1;
         if let Some((_, span)) = self.spans.get_mut(iface as usize) {
             match span {
@@ -259,7 +294,6 @@ impl TraceFile {
                 }
             }
         }
-        Ok(())
     }
 
     /// Write the buffer to disk if it is large. Returns events committed.

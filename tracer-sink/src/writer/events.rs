@@ -2,6 +2,8 @@
 //! and EPB encoded in place, the commit when the buffer is full, and the
 //! size rotation.
 
+use tracer_codec::CaptureHeader;
+
 use crate::batch::Batch;
 use crate::pcapng::TraceFile;
 
@@ -71,22 +73,23 @@ impl Output {
             return self.lost_one(m.agent);
         };
         let capture = &agent.capture;
-        let comments = self.cfg.comments;
-        let summarizer = &mut self.summarizer;
-        let written = file.write_event_with(
-            iface,
-            ts,
-            m.event_seq,
-            |out| capture.encode(out, m.event_seq, m.clock_source, m.clock_state, rec),
-            |out| {
-                if comments {
-                    // The receiver validated the record; decode again here
-                    // so the summary's cost lands on the writer's core, not
-                    // the receiver's.
-                    summarizer.summarize_record(rec, out);
-                }
-            },
-        );
+        let written = if self.cfg.comments {
+            let summarizer = &mut self.summarizer;
+            file.write_event_with(
+                iface,
+                ts,
+                m.event_seq,
+                |out| capture.encode(out, m.event_seq, m.clock_source, m.clock_state, rec),
+                // The receiver validated the record; decode again here so
+                // the summary's cost lands on the writer's core, not the
+                // receiver's.
+                |out| summarizer.summarize_record(rec, out),
+            )
+        } else {
+            file.write_event_parts(iface, ts, m.event_seq, capture.bytes(), rec, |h| {
+                CaptureHeader::set_event(h, m.event_seq, m.clock_source, m.clock_state)
+            })
+        };
         let commit = match written {
             Ok(()) => file.maybe_commit(),
             Err(e) => {
