@@ -109,6 +109,18 @@ impl Batch {
         }
     }
 
+    /// Room for `data` more bytes and `events` more events without
+    /// growing as they are appended. A batch that must grow moves into a
+    /// new allocation that copies only its content: `Vec::reserve`
+    /// reallocates, and the allocator copies the whole old allocation,
+    /// most of it never written in a cleared batch from the pool, which
+    /// touched (and page-faulted) twice the memory; a third of the receive
+    /// task's page faults at 3 M events/s were such copies.
+    pub fn reserve(&mut self, data: usize, events: usize) {
+        grow(&mut self.data, data);
+        grow(&mut self.events, events);
+    }
+
     /// Empty it for reuse (keeps its allocations).
     pub fn clear(&mut self) {
         self.data.clear();
@@ -122,6 +134,17 @@ impl Batch {
         let m = &self.events[i];
         &self.data[m.start as usize..(m.start + m.len) as usize]
     }
+}
+
+/// Room in `v` for `more` elements: at least double the capacity, in a
+/// fresh allocation holding a copy of the content only.
+fn grow<T: Copy>(v: &mut Vec<T>, more: usize) {
+    if v.capacity() - v.len() >= more {
+        return;
+    }
+    let cap = v.len().saturating_add(more).max(v.capacity() * 2);
+    let old = std::mem::replace(v, Vec::with_capacity(cap));
+    v.extend_from_slice(&old);
 }
 
 /// Batches the writer is done with, for the receive task to fill again:
@@ -304,6 +327,21 @@ mod tests {
         assert!(b.events.is_empty());
         assert!(b.capacity_bytes() < big);
         assert_eq!(pool.take().capacity_bytes(), big);
+    }
+
+    #[test]
+    fn reserve_keeps_the_content_and_leaves_room() {
+        let mut b = Batch::with_capacity(8, 2);
+        b.data.extend_from_slice(&[1, 2, 3]);
+        b.events.push(meta(0));
+        let cap = b.data.capacity();
+        b.reserve(3, 1);
+        assert_eq!(b.data.capacity(), cap, "room already there");
+        b.reserve(100, 10);
+        assert!(b.data.capacity() - b.data.len() >= 100 && b.data.capacity() >= 2 * cap);
+        assert!(b.events.capacity() - b.events.len() >= 10);
+        assert_eq!((&b.data[..], b.events.len()), (&[1u8, 2, 3][..], 1));
+        assert_eq!(b.events[0].start, 0);
     }
 
     #[test]

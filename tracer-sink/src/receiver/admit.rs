@@ -272,7 +272,7 @@ fn append_events(
     };
     let mut start = batch.data.len();
     batch.data.extend_from_slice(records);
-    batch.events.reserve(usize::from(h.event_count));
+    batch.reserve(0, usize::from(h.event_count));
     // The sink's time is read only for kinds without a time of their own,
     // once per datagram.
     let mut now_ns = None;

@@ -111,7 +111,7 @@ impl Receiver {
                     // than growing (and copying) the batch as it fills.
                     let bytes: usize = (0..n).map(|i| mm.get(i).0.len()).sum();
                     *woke_bytes += bytes;
-                    batch.data.reserve(bytes);
+                    batch.reserve(bytes, 0);
                     let arrived = Instant::now();
                     let mut st = shared.lock();
                     for i in 0..n {
