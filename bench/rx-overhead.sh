@@ -54,6 +54,9 @@
 # "--ring-slots 4096"); AGENT_WRAP: a command to start it under (e.g.
 # "chrt -f 10"); AGENT_BIN: another build of the agent (an older commit's,
 # for a before/after in one run; it must know the options used).
+# AGENT_ALT_BIN: a second build, run as mode "alt" (every skb, like "1")
+# in the same alternating rounds, e.g. MODES="none 1 alt clock": two builds
+# side by side in one run, on the same machine state.
 # PERF=1: profile the agent with perf (call graphs) during each step of (3)
 # and print its 25 hottest symbols per step: where its CPU per event goes.
 #
@@ -69,6 +72,7 @@ MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
 EPS_SECS=${EPS_SECS:-$SECS} EPS_BATCH=${EPS_BATCH:-"gso off"}
 PERF=${PERF:-} AGENT_ARGS=${AGENT_ARGS:-} AGENT_WRAP=${AGENT_WRAP:-} AGENT_BIN=${AGENT_BIN:-}
+AGENT_ALT_BIN=${AGENT_ALT_BIN:-}
 if [[ -n $PERF ]] && ! command -v perf >/dev/null; then
     echo "installing perf (linux-perf) for PERF=1" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-perf >/dev/null \
@@ -209,12 +213,13 @@ PY
 }
 
 AGENT=0
+RUN_BIN=
 start_agent() { # sample_every [more agent options]
     # Emptied here, not by the redirection below: that runs in the
     # background and may come after the first grep, which would then count
     # the previous agent's lines.
     : > "$WORK/agent.err"
-    nsenter --net=/run/netns/$B -- $AGENT_WRAP "${AGENT_BIN:-$BIN/tracer-agent}" --sink $AA:7420 --hostname rxbench \
+    nsenter --net=/run/netns/$B -- $AGENT_WRAP "${RUN_BIN:-${AGENT_BIN:-$BIN/tracer-agent}}" --sink $AA:7420 --hostname rxbench \
         --probes tx,rx,drops --cgroup "$CG" $AGENT_ARGS --sample-every "$@" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!
@@ -271,6 +276,8 @@ start_mode() {
         ref) attach_refs "$PIN"; MODE_IDS=$REF_IDS ;;
         clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
+        alt) [[ -x $AGENT_ALT_BIN ]] || { echo "mode alt needs AGENT_ALT_BIN"; exit 1; }
+             RUN_BIN=$AGENT_ALT_BIN; start_agent 1; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         *) start_agent "$1"; MODE_IDS=$(held_prog_ids "$AGENT") ;;
     esac
 }
@@ -363,7 +370,8 @@ cpu, hooks, eps, hz = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 med = lambda v: st.median(v) if v else float("nan")
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
 rows = [l.split() for l in open(cpu)]
-LABEL = {"none": "no program", "1": "agent, every skb", "100": "agent, 1 in 100",
+LABEL = {"none": "no program", "1": "agent, every skb", "alt": "AGENT_ALT_BIN, every",
+         "100": "agent, 1 in 100",
          "self": "every skb, --trace-self", "ref": "references only", "clock": "clock references"}
 if rows:
     print("\n== results (medians of alternating rounds; ratios are of medians)")
@@ -382,7 +390,7 @@ if rows:
         if host[m] and host["none"]:
             pr = f"  paired {med(paired(m)):6.3f}" if m != "none" else ""
             print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
-    for m in ("1", "self", "100"):
+    for m in ("1", "alt", "self", "100"):
         ag = [float(r[6]) / hz for r in rows if r[0] == m]
         ev = [float(r[3]) for r in rows if r[0] == m]
         lost = sum(float(r[4]) for r in rows if r[0] == m)
@@ -403,7 +411,7 @@ if h:
     print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'clock ns':>9s} {'ratio':>6s} {'agent/clock':>11s} {'runs/round':>11s}")
     for hk in hooks_seen:
         ref, clk = med(ns("ref", hk)), med(ns("clock", hk))
-        for m in ("1", "self", "100"):
+        for m in ("1", "alt", "self", "100"):
             a = ns(m, hk)
             if not a:
                 continue

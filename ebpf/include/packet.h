@@ -71,6 +71,16 @@ struct udphdr {
 	__u16 check;
 };
 
+/* Packet bytes as 64-bit words, for loads that read several fields at
+ * once (skb_flow.h). The name is the kernel's (UAPI): of the types in its
+ * BTF, this one is a bare flexible array of __u64 at offset 0, so the
+ * verifier accepts a load of any word of it through bpf_core_cast(), where
+ * a word load through struct iphdr or tcphdr is refused for spanning their
+ * fields. */
+struct bpf_raw_tracepoint_args {
+	__u64 args[0];
+};
+
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
 

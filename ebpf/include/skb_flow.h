@@ -34,6 +34,10 @@
 #define SKB_FLOW_CAST(p, type) bpf_core_cast(p, type)
 #endif
 
+/* The packet bytes at `p` as 64-bit words (packet.h). */
+#define SKB_FLOW_WORDS(p) \
+	(SKB_FLOW_CAST(p, struct bpf_raw_tracepoint_args)->args)
+
 /* Most IPv6 extension headers walked before giving up on the ports. */
 #define SKB_FLOW_MAX_EXT 4
 
@@ -51,28 +55,62 @@ struct skb_flow {
 	__u8 daddr[16];
 };
 
+/* Bytes `i` and `i + 1` of the 8 bytes of packet `w` holds (a native load),
+ * as the big-endian 16-bit number they are on the wire. */
+static __always_inline __u16 skb_flow_be16_at(__u64 w, int i)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return bpf_ntohs((__u16)(w >> (8 * i)));
+#else
+	return (__u16)(w >> (48 - 8 * i));
+#endif
+}
+
+/* Bytes `i` to `i + 3` of `w`, as they are in memory (an address). */
+static __always_inline __u32 skb_flow_raw32_at(__u64 w, int i)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (__u32)(w >> (8 * i));
+#else
+	return (__u32)(w >> (32 - 8 * i));
+#endif
+}
+
+static __always_inline __u8 skb_flow_u8_at(__u64 w, int i)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (__u8)(w >> (8 * i));
+#else
+	return (__u8)(w >> (56 - 8 * i));
+#endif
+}
+
 /* TCP or UDP ports, and for TCP the sequence range of `l4len` bytes of
- * segment (header included). */
+ * segment (header included). Wide loads: every load through a cast
+ * pointer is a guarded load in BPF (about ten instructions of range check
+ * each), so the 16 bytes TCP needs are read as two words, not five fields. */
 static __always_inline void skb_flow_l4(const unsigned char *l4, __u32 l4len,
 					struct skb_flow *f)
 {
-	if (f->l4proto == IPPROTO_TCP) {
-		const struct tcphdr *th = SKB_FLOW_CAST(l4, struct tcphdr);
-		__u32 doff = (th->res1_doff >> 4) * 4;
-		__u8 flags = th->flags;
+	const __u64 *w = SKB_FLOW_WORDS(l4);
 
-		f->sport = bpf_ntohs(th->source);
-		f->dport = bpf_ntohs(th->dest);
-		f->seq = bpf_ntohl(th->seq);
+	if (f->l4proto == IPPROTO_TCP) {
+		__u64 w0 = w[0], w1 = w[1];
+		__u32 doff = (skb_flow_u8_at(w1, 4) >> 4) * 4;
+		__u8 flags = skb_flow_u8_at(w1, 5);
+
+		f->sport = skb_flow_be16_at(w0, 0);
+		f->dport = skb_flow_be16_at(w0, 2);
+		f->seq = bpf_ntohl(skb_flow_raw32_at(w0, 4));
 		/* As TCP_SKB_CB: SYN and FIN take one sequence number each. */
 		f->end_seq = f->seq + (l4len > doff ? l4len - doff : 0) +
 			     (flags & 1) + ((flags >> 1) & 1);
 		f->has_seq = 1;
 	} else if (f->l4proto == IPPROTO_UDP) {
-		const struct udphdr *uh = SKB_FLOW_CAST(l4, struct udphdr);
+		__u64 w0 = w[0];	/* struct udphdr is 8 bytes: one word */
 
-		f->sport = bpf_ntohs(uh->source);
-		f->dport = bpf_ntohs(uh->dest);
+		f->sport = skb_flow_be16_at(w0, 0);
+		f->dport = skb_flow_be16_at(w0, 2);
 	}
 }
 
@@ -88,35 +126,41 @@ static __always_inline void skb_flow_parse_nh(const unsigned char *nh,
 
 	__builtin_memset(f, 0, sizeof(*f));
 	if (protocol == ETH_P_IP) {
-		const struct iphdr *ip = SKB_FLOW_CAST(nh, struct iphdr);
-		__u8 vi = ip->ihl_version;
+		/* Three loads for the 20 bytes (see skb_flow_l4). */
+		const __u64 *w = SKB_FLOW_WORDS(nh);
+		__u64 w0 = w[0], w1 = w[1];
+		__u8 vi = skb_flow_u8_at(w0, 0);
 		__u32 tot;
 
 		off = (vi & 0xf) * 4;
-		if ((vi >> 4) != 4 || off < sizeof(*ip))
+		if ((vi >> 4) != 4 || off < sizeof(struct iphdr))
 			return;
 		f->family = 4;
-		f->l4proto = ip->protocol;
-		*(__u32 *)f->saddr = ip->saddr;
-		*(__u32 *)f->daddr = ip->daddr;
+		f->l4proto = skb_flow_u8_at(w1, 1);
+		*(__u32 *)f->saddr = skb_flow_raw32_at(w1, 4);
+		*(__u32 *)f->daddr = skb_flow_raw32_at(w[2], 0);
 		/* A later fragment has no L4 header. */
-		if (bpf_ntohs(ip->frag_off) & 0x1fff)
+		if (skb_flow_be16_at(w0, 6) & 0x1fff)
 			return;
-		tot = bpf_ntohs(ip->tot_len);
+		tot = skb_flow_be16_at(w0, 2);
 		l4len = tot > off ? tot - off : 0;
 	} else if (protocol == ETH_P_IPV6) {
-		const struct ipv6hdr *ip6 = SKB_FLOW_CAST(nh, struct ipv6hdr);
+		/* Five loads for the 40 bytes (see skb_flow_l4). */
+		const __u64 *w = SKB_FLOW_WORDS(nh);
+		__u64 w0 = w[0];
 		__u8 next;
 		int i;
 
-		if ((ip6->priority_version >> 4) != 6)
+		if ((skb_flow_u8_at(w0, 0) >> 4) != 6)
 			return;
 		f->family = 6;
-		__builtin_memcpy(f->saddr, ip6->saddr, 16);
-		__builtin_memcpy(f->daddr, ip6->daddr, 16);
-		next = ip6->nexthdr;
-		l4len = bpf_ntohs(ip6->payload_len);
-		off = sizeof(*ip6);
+		((__u64 *)f->saddr)[0] = w[1];
+		((__u64 *)f->saddr)[1] = w[2];
+		((__u64 *)f->daddr)[0] = w[3];
+		((__u64 *)f->daddr)[1] = w[4];
+		next = skb_flow_u8_at(w0, 6);
+		l4len = skb_flow_be16_at(w0, 4);
+		off = sizeof(struct ipv6hdr);
 		for (i = 0; i < SKB_FLOW_MAX_EXT; i++) {
 			const struct ipv6_opt_hdr *h =
 				SKB_FLOW_CAST(nh + off, struct ipv6_opt_hdr);
