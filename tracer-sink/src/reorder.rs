@@ -271,6 +271,27 @@ impl<T> ReorderBuffer<T> {
         self.take_oldest().map(|(ts, item)| (ts, item, why))
     }
 
+    /// Move the items due at `watermark` (`Release::Ready`) from the
+    /// oldest bucket that holds any into `out`, oldest first, and return
+    /// how many: what [`pop_due`](Self::pop_due) would release one by one,
+    /// without looking for the oldest bucket again for each. Call it until
+    /// it returns 0, then [`pop_due`](Self::pop_due) for what overflow
+    /// releases.
+    pub fn pop_due_run(&mut self, watermark: u64, out: &mut Vec<(u64, T)>) -> usize {
+        match self.oldest() {
+            Some(ts) if ts <= watermark => {}
+            _ => return 0,
+        }
+        let Some(front) = self.ring.front_mut() else {
+            return 0;
+        };
+        // Sorted by `oldest`: the due items are a prefix.
+        let n = front.items.partition_point(|e| e.0 <= watermark);
+        out.extend(front.items.drain(..n));
+        self.len -= n;
+        n
+    }
+
     /// The oldest item regardless of the watermark (shutdown, rotation).
     pub fn pop_any(&mut self) -> Option<(u64, T)> {
         self.oldest()?;
@@ -366,6 +387,12 @@ mod tests {
                 } else {
                     t.saturating_sub(1_000_000)
                 };
+                // Runs, then single pops for the overflow, on every other
+                // round: both must release the same items in one order.
+                let mut run = Vec::new();
+                while round % 2 == 0 && r.pop_due_run(wm, &mut run) > 0 {
+                    got.extend(run.drain(..).map(|(ts, v)| (ts, v, Release::Ready)));
+                }
                 while let Some(x) = r.pop_due(wm) {
                     got.push(x);
                 }

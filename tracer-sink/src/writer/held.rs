@@ -76,6 +76,12 @@ impl Held {
         self.reorder.watermark(now)
     }
 
+    /// The events due from the oldest bucket with any (see
+    /// [`ReorderBuffer::pop_due_run`]).
+    pub fn pop_due_run(&mut self, watermark: u64, out: &mut Vec<(u64, EventRef)>) -> usize {
+        self.reorder.pop_due_run(watermark, out)
+    }
+
     /// The next event due (see [`ReorderBuffer::pop_due`]).
     pub fn pop_due(&mut self, watermark: u64) -> Option<(u64, EventRef, Release)> {
         self.reorder.pop_due(watermark)

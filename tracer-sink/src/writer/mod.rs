@@ -35,6 +35,8 @@ struct Writer {
     held: Held,
     /// Where written batches go back to the receive task.
     pool: Arc<BatchPool>,
+    /// Events taken from the reorder buffer to write now (kept for reuse).
+    run: Vec<(u64, held::EventRef)>,
     out: Output,
 }
 
@@ -74,6 +76,7 @@ pub(crate) fn run_writer(
     let mut w = Writer {
         held: Held::new(cfg.reorder_window, cfg.reorder_max_events),
         pool,
+        run: Vec::new(),
         out: Output {
             cfg,
             shared,
@@ -127,9 +130,21 @@ impl Writer {
         count(None);
     }
 
-    /// Write every event whose time has come.
+    /// Write every event whose time has come: the due ones a bucket at a
+    /// time, then the oldest while the buffer is over its bound.
     fn release_due(&mut self) {
         let wm = self.held.watermark(Instant::now());
+        let mut run = std::mem::take(&mut self.run);
+        while self.held.pop_due_run(wm, &mut run) > 0 {
+            for &(ts, e) in &run {
+                if let Some((b, i)) = self.held.get(e) {
+                    self.out.write_one(ts, b, i);
+                }
+                self.held.done(e, &self.pool);
+            }
+            run.clear();
+        }
+        self.run = run;
         while let Some((ts, e, why)) = self.held.pop_due(wm) {
             if why == Release::Overflow {
                 self.out.counters.reorder_overflow += 1;
