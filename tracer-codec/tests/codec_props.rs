@@ -108,10 +108,23 @@ fn header(host: &str, seq: u64) -> DatagramHeader {
 fn both_agree(bytes: &[u8]) -> Result<(), TestCaseError> {
     let owned = Datagram::decode(bytes);
     let view = DatagramView::parse(bytes);
+    // The one-pass walk sees what `records` yields, at their offsets.
+    let mut seen = Vec::new();
+    let with = DatagramHeaderRef::parse(bytes).and_then(|(h, off)| {
+        DatagramView::parse_after_header_with(bytes, h, off, |at, r| seen.push((at, r)))
+    });
+    prop_assert_eq!(with.is_ok(), view.is_ok());
     match (&owned, &view) {
         (Ok(d), Ok(v)) => {
             prop_assert_eq!(&d.header, &v.header().to_header());
             let recs: Vec<RecordView> = v.records().collect();
+            let mut at = 0;
+            prop_assert_eq!(seen.len(), recs.len());
+            for ((o, r), want) in seen.iter().zip(&recs) {
+                prop_assert_eq!(*o, at);
+                prop_assert_eq!(r, want);
+                at += want.raw.bytes.len();
+            }
             prop_assert_eq!(recs.len(), d.records.len());
             for (r, (raw, ev)) in recs.iter().zip(&d.records) {
                 prop_assert_eq!(&r.raw, raw);

@@ -36,6 +36,20 @@ impl<'a> DatagramView<'a> {
         header: DatagramHeaderRef<'a>,
         off: usize,
     ) -> Result<Self, DecodeError> {
+        Self::parse_after_header_with(buf, header, off, |_, _| {})
+    }
+
+    /// [`parse_after_header`](Self::parse_after_header), handing `each`
+    /// every record whose body checked good as it is validated, with its
+    /// offset in the records (what [`records`](Self::records) would
+    /// yield, in one pass instead of two). `each` also sees records of a
+    /// datagram that turns out bad: only an `Ok` makes them valid.
+    pub fn parse_after_header_with(
+        buf: &'a [u8],
+        header: DatagramHeaderRef<'a>,
+        off: usize,
+        mut each: impl FnMut(usize, RecordView<'a>),
+    ) -> Result<Self, DecodeError> {
         let end = buf
             .len()
             .saturating_sub(if header.has_mac() { MAC_LEN } else { 0 });
@@ -47,11 +61,18 @@ impl<'a> DatagramView<'a> {
         };
         let mut found = 0usize;
         let mut first_bad = None;
+        let mut at = 0usize;
         for r in RecordIter::new(records) {
             let r = r?;
-            if first_bad.is_none() {
-                first_bad = r.check().err();
+            match r.check() {
+                Ok(global_ns) => each(at, RecordView { raw: r, global_ns }),
+                Err(e) => {
+                    if first_bad.is_none() {
+                        first_bad = Some(e);
+                    }
+                }
             }
+            at += r.bytes.len();
             found += 1;
         }
         if found != header.event_count as usize {

@@ -134,6 +134,10 @@ pub(super) fn handle_datagram(
 /// The part of [`handle_datagram`] after authentication and freshness:
 /// validate the rest of the datagram (its header `h`, records from `off`),
 /// the replay window and the agent table, then batch its events.
+///
+/// The events are noted into the batch while the records are validated
+/// (one walk over them, not a second one to batch them) and taken back
+/// if the datagram is refused.
 fn admit(
     st: &mut SharedState,
     out: Out<'_>,
@@ -143,25 +147,87 @@ fn admit(
     src: SocketAddr,
     arrived: Instant,
 ) {
-    let reject = |st: &mut SharedState, reason, what: &dyn std::fmt::Display| {
-        reject_datagram(st, src, reason, what)
-    };
-    let d = match DatagramView::parse_after_header(bytes, h, off) {
-        Ok(d) => d,
-        Err(e) => return reject(st, e.reason(), &e),
-    };
-    let h = d.header();
     let Out {
         batch,
         new_agents,
         warn,
         clock,
     } = out;
+    let mark = batch.events.len();
+    let noted = note_events(batch, clock, bytes, h, off);
+    let (d, max_ts) = match noted {
+        Ok(n) => n,
+        Err(e) => {
+            batch.events.truncate(mark);
+            return reject_datagram(st, src, e.reason(), &e);
+        }
+    };
+    match observe(st, new_agents, warn, &d, src, arrived) {
+        Some(index) => take_events(batch, mark, max_ts, bytes, off, &d, index),
+        None => batch.events.truncate(mark),
+    }
+}
+
+/// Validate the records of the datagram (header `h`, records from `off`)
+/// and note an event for each at the end of `batch.events`, agent index
+/// not yet set; with the datagram and its largest timestamp.
+fn note_events<'a>(
+    batch: &mut Batch,
+    clock: &SinkClock,
+    bytes: &'a [u8],
+    h: DatagramHeaderRef<'a>,
+    off: usize,
+) -> Result<(DatagramView<'a>, u64), tracer_codec::DecodeError> {
+    let mark = batch.events.len();
+    // Room for the events the header announces, but no more than the
+    // bytes can hold (records are at least 4 bytes): a forged count
+    // does not grow the batch.
+    batch.reserve(0, usize::from(h.event_count).min(bytes.len() / 4));
+    let start = batch.data.len();
+    let mut max_ts = 0u64;
+    // The sink's time is read only for kinds without a time of their own,
+    // once per datagram.
+    let mut now_ns = None;
+    let d = DatagramView::parse_after_header_with(bytes, h, off, |at, rec| {
+        let ts_ns = match rec.global_ns {
+            Some(t) => t,
+            None => *now_ns.get_or_insert_with(|| clock.now_ns()),
+        };
+        max_ts = max_ts.max(ts_ns);
+        let k = (batch.events.len() - mark) as u64;
+        batch.events.push(EventMeta {
+            ts_ns,
+            event_seq: h.first_event_seq.wrapping_add(k),
+            agent: 0,
+            start: (start + at) as u32,
+            len: rec.raw.bytes.len() as u32,
+            clock_source: h.clock_source,
+            clock_state: h.clock_state,
+        });
+    })?;
+    Ok((d, max_ts))
+}
+
+/// The replay window and the agent table for the validated datagram `d`:
+/// its agent's index, or `None` when it is refused (and counted).
+fn observe(
+    st: &mut SharedState,
+    new_agents: &mut Vec<AgentInfo>,
+    warn: &mut WarnEvery,
+    d: &DatagramView<'_>,
+    src: SocketAddr,
+    arrived: Instant,
+) -> Option<u32> {
+    let reject = |st: &mut SharedState, reason, what: &dyn std::fmt::Display| {
+        reject_datagram(st, src, reason, what);
+        None
+    };
+    let h = d.header();
     // Order matters: the tag (above) and the replay window (here) come
     // before the agent table, so a forged or replayed datagram neither
     // spends new-agent admission budget nor moves an agent's sequence.
     let known = st.agents.index_of(&AgentKey::of(h));
-    let fp = fingerprint(&d);
+    let fp = fingerprint(d);
     let mut conflict = false;
     if let Some(p) = known.and_then(|i| st.peers.get(i)) {
         if !p.is_fresh(h.seq) {
@@ -247,51 +313,34 @@ fn admit(
     }
     st.rx.datagrams_accepted += 1;
     st.rx.events_accepted += u64::from(h.event_count);
-    append_events(batch, &d, bytes, off, index, clock);
+    Some(index)
 }
 
-/// Append the events of the accepted datagram `d` (read from `bytes`, its
-/// records from `off`) to the batch under agent `index`.
-fn append_events(
+/// Keep the events noted from `mark` (of the accepted datagram `d`,
+/// read from `bytes`, its records from `off`) under agent `index`, and
+/// copy its records into the batch.
+fn take_events(
     batch: &mut Batch,
-    d: &DatagramView<'_>,
+    mark: usize,
+    max_ts: u64,
     bytes: &[u8],
     off: usize,
+    d: &DatagramView<'_>,
     index: u32,
-    clock: &SinkClock,
 ) {
-    let h = d.header();
-    if batch.events.is_empty() {
+    if mark == 0 {
         batch.arrived = Instant::now();
     }
     // The records lie back to back between the header and the tag (the
     // view checked that they fill it exactly): one copy for all of them.
-    let end = bytes.len() - if h.has_mac() { MAC_LEN } else { 0 };
+    let end = bytes.len() - if d.header().has_mac() { MAC_LEN } else { 0 };
     let Some(records) = bytes.get(off..end) else {
+        batch.events.truncate(mark);
         return;
     };
-    let mut start = batch.data.len();
     batch.data.extend_from_slice(records);
-    batch.reserve(0, usize::from(h.event_count));
-    // The sink's time is read only for kinds without a time of their own,
-    // once per datagram.
-    let mut now_ns = None;
-    for (k, rec) in d.records().enumerate() {
-        let ts_ns = match rec.global_ns {
-            Some(t) => t,
-            None => *now_ns.get_or_insert_with(|| clock.now_ns()),
-        };
-        let len = rec.raw.bytes.len();
-        batch.max_ts = batch.max_ts.max(ts_ns);
-        batch.events.push(EventMeta {
-            ts_ns,
-            event_seq: h.first_event_seq.wrapping_add(k as u64),
-            agent: index,
-            start: start as u32,
-            len: len as u32,
-            clock_source: h.clock_source,
-            clock_state: h.clock_state,
-        });
-        start += len;
+    for m in &mut batch.events[mark..] {
+        m.agent = index;
     }
+    batch.max_ts = batch.max_ts.max(max_ts);
 }
