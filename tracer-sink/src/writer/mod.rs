@@ -29,6 +29,10 @@ use delivery::Delivery;
 use held::Held;
 use live::{LiveAgent, LiveAgents};
 
+/// How many events ahead of the one written the writer fetches records
+/// into the cache (their metadata twice as far ahead).
+const PREFETCH_AHEAD: usize = 8;
+
 /// Writer state; lives on its own thread for the whole run.
 struct Writer {
     /// Events waiting for their time, and their batches.
@@ -136,7 +140,16 @@ impl Writer {
         let wm = self.held.watermark(Instant::now());
         let mut run = std::mem::take(&mut self.run);
         while self.held.pop_due_run(wm, &mut run) > 0 {
-            for &(ts, e) in &run {
+            for (k, &(ts, e)) in run.iter().enumerate() {
+                // The events were received a reorder window ago and left
+                // the cache since: fetch the metadata of one further ahead
+                // and the record of a nearer one while this one is written.
+                if let Some(&(_, a)) = run.get(k + 2 * PREFETCH_AHEAD) {
+                    self.held.prefetch_meta(a);
+                }
+                if let Some(&(_, a)) = run.get(k + PREFETCH_AHEAD) {
+                    self.held.prefetch_record(a);
+                }
                 if let Some((b, i)) = self.held.get(e) {
                     self.out.write_one(ts, b, i);
                 }
