@@ -587,8 +587,14 @@ fn ipv6_extension_headers_keep_ports_and_ranges() {
             tcp_bytes += u64::from(range);
             tcp_skbs += 1;
             // IPv6 header, both extension headers and a TCP header at
-            // least: the packet really carried them.
-            assert!(e.len >= range + 40 + EXT_LEN + 20, "{e:?}");
+            // least: the packet really carried them. Not a pure ACK: the
+            // client closes first, and when the server's FIN finds it
+            // already a TIME_WAIT socket the ACK comes from the kernel's
+            // control socket, without the socket's options (40 + 32 bytes,
+            // seen 1 run in about 8).
+            if range > 0 {
+                assert!(e.len >= range + 40 + EXT_LEN + 20, "{e:?}");
+            }
         }
         if flow.dport == EXT_UDP_PORT {
             assert_eq!(e.protocol, 17, "{e:?}");
