@@ -357,6 +357,7 @@ SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 {
 	struct sock *sk = skb->sk;
+	struct task_struct *task = NULL;
 	struct skb_flow f;
 	struct rx_record *r;
 	__u32 netns, cpu;
@@ -370,7 +371,11 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 		netns = sk_netns(sk);
 		tcp = sk->sk_protocol == IPPROTO_TCP;
 	} else {
-		struct nsproxy *ns = bpf_get_current_task_btf()->nsproxy;
+		struct nsproxy *ns;
+
+		/* The reader, once: a helper call costs more than the loads. */
+		task = bpf_get_current_task_btf();
+		ns = task->nsproxy;
 
 		/* NULL while the task exits. */
 		if (!ns)
@@ -399,7 +404,7 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 		return 0;
 	fill_head(r, RX_COPY, netns, cpu);
 	fill_stamps(r, skb);
-	fill_task(r, bpf_get_current_task_btf());
+	fill_task(r, task ? task : bpf_get_current_task_btf());
 	if (tcp) {
 		fill_sock_flow(r, sk);
 		fill_cb_range(r, skb);
