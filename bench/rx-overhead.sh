@@ -21,7 +21,12 @@
 #   clock  the same programs making one bpf_ktime_get_ns() call each
 #          (-DREF_CLOCK): the floor of a hook that stamps an event, which
 #          every record needs (one clock read costs about as much as the
-#          call of a do-nothing program on the machines measured).
+#          call of a do-nothing program on the machines measured);
+#   netns  the clock references also reading the event's network
+#          namespace as the agent's programs must first (-DREF_NETNS;
+#          not in the default MODES): the floor of a hook that filters by
+#          namespace; at a hook that runs rarely (kfree_skb) it pays for
+#          the cold cache lines of device and namespace.
 # (1) BPF cost per hook: bpf_stats run_time_ns / run_cnt of each of the
 #     agent's programs (found through the agent's own fds: fdinfo prog_id,
 #     so another agent on the machine is never mixed in) against the
@@ -83,7 +88,7 @@ A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
 CG=$CGROOT/ntr-rxb
-PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk LINKS=/sys/fs/bpf/ntr-rxb-links
+PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns LINKS=/sys/fs/bpf/ntr-rxb-links
 WORK=
 OLD_STATS=
 
@@ -106,7 +111,7 @@ kill_ns_procs() {
 }
 cleanup() {
     kill_ns_procs
-    rm -rf "$LINKS" "$PIN" "$PINC"   # unpinning the links detaches the references
+    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN"   # unpinning the links detaches the references
     rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
@@ -130,8 +135,11 @@ CLANG=$(command -v clang-19 || command -v clang)
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/ref.o"
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_CLOCK -I ebpf/include \
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/clk.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_NETNS -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/ns.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
 bpftool prog loadall "$WORK/clk.o" "$PINC"
+bpftool prog loadall "$WORK/ns.o" "$PINN"
 mkdir -p "$CG"
 
 ip netns add $A; ip netns add $B
@@ -183,7 +191,7 @@ print(json.dumps({p["name"]: [p.get("run_time_ns", 0), p.get("run_cnt", 0)]
 # Ids of the BPF programs a process holds open (fdinfo prog_id).
 held_prog_ids() { grep -h '^prog_id:' /proc/$1/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u; }
 pinned_ids() { for p in "$1"/*; do bpftool prog show pinned "$p" -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; done; }
-REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC")
+REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC") NS_IDS=$(pinned_ids "$PINN")
 # Attach every pinned reference to its tracepoint (BPF_RAW_TRACEPOINT_OPEN
 # with no name: a tp_btf program carries its target) and pin the link, so
 # removing the pin detaches it. bpftool 7.1 has no autoattach.
@@ -275,6 +283,7 @@ start_mode() {
         none) MODE_IDS= ;;
         ref) attach_refs "$PIN"; MODE_IDS=$REF_IDS ;;
         clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
+        netns) attach_refs "$PINN"; MODE_IDS=$NS_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         alt) [[ -x $AGENT_ALT_BIN ]] || { echo "mode alt needs AGENT_ALT_BIN"; exit 1; }
              RUN_BIN=$AGENT_ALT_BIN; start_agent 1; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -284,7 +293,7 @@ start_mode() {
 stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
-        ref|clock) rm -rf "$LINKS"; echo "0 0" ;;
+        ref|clock|netns) rm -rf "$LINKS"; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
 }
@@ -408,9 +417,13 @@ if h:
     def ns(mode, hook): return [float(r[2]) for r in h if r[0] == mode and r[1] == hook and int(r[3]) > 0]
     def runs(mode, hook): return [int(r[3]) for r in h if r[0] == mode and r[1] == hook]
     hooks_seen = [k for k in TP] + sorted({r[1] for r in h if r[1] not in TP})
-    print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'clock ns':>9s} {'ratio':>6s} {'agent/clock':>11s} {'runs/round':>11s}")
+    has_ns = any(r[0] == "netns" for r in h)
+    if has_ns:
+        print("    (netns: the clock reference also reading the event's namespace, the floor of a hook that filters)")
+    print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'clock ns':>9s} {'ratio':>6s} {'agent/clock':>11s} {'runs/round':>11s}"
+          + (f" {'netns ns':>9s} {'netns/clock':>11s} {'agent/netns':>11s}" if has_ns else ""))
     for hk in hooks_seen:
-        ref, clk = med(ns("ref", hk)), med(ns("clock", hk))
+        ref, clk, nsr = med(ns("ref", hk)), med(ns("clock", hk)), med(ns("netns", hk))
         for m in ("1", "alt", "self", "100"):
             a = ns(m, hk)
             if not a:
@@ -418,7 +431,11 @@ if h:
             ratio = f"{med(a)/ref:6.2f}" if ref == ref else "     -"
             cratio = f"{clk/ref:6.2f}" if ref == ref and clk == clk else "     -"
             aratio = f"{med(a)/clk:11.2f}" if clk == clk else "          -"
-            print(f"    {TP.get(hk, hk):26s} {m:5s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}")
+            extra = ""
+            if has_ns and nsr == nsr:
+                nclk = f"{nsr/clk:11.2f}" if clk == clk else "          -"
+                extra = f" {nsr:9.1f} {nclk} {med(a)/nsr:11.2f}"
+            print(f"    {TP.get(hk, hk):26s} {m:5s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:
     print("(3) events/s, TSO/GSO off; agent CPU per million events by --batch-send mode, and the floor of")

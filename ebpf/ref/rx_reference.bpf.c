@@ -15,6 +15,13 @@
  * bpf_ktime_get_ns() call and nothing else: the floor of a hook that
  * stamps an event, which every record needs. The call is kept by an empty
  * asm that uses its result, so no store adds to it.
+ *
+ * Built with -DREF_NETNS (names "ns_..."), each also reads the network
+ * namespace its event belongs to, as the agent's program on that hook
+ * does first (the device's for an skb on its way in or dropped, the
+ * socket's at socket stages): the floor of a hook that filters by
+ * namespace, which the agent must, and which at a hook that runs rarely
+ * pays for the cache lines of the device and namespace (kfree_skb).
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -22,7 +29,15 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#ifdef REF_CLOCK
+#if defined(REF_NETNS)
+#define NAME(n) ns_##n
+#define BODY_NS(ns)                                     \
+	do {                                            \
+		__u64 t = bpf_ktime_get_ns();           \
+		__u32 inum = (ns);                      \
+		asm volatile("" : : "r"(t), "r"(inum)); \
+	} while (0)
+#elif defined(REF_CLOCK)
 #define NAME(n) clk_##n
 #define BODY()                                  \
 	do {                                    \
@@ -33,41 +48,57 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define NAME(n) ref_##n
 #define BODY() do { } while (0)
 #endif
+#ifdef REF_NETNS
+static __always_inline __u32 dev_ns(const struct sk_buff *skb)
+{
+	struct net_device *dev = skb->dev;
+
+	return dev ? dev->nd_net.net->ns.inum : 0;
+}
+
+static __always_inline __u32 sk_ns(const struct sock *sk)
+{
+	return sk ? sk->__sk_common.skc_net.net->ns.inum : 0;
+}
+#else
+#define BODY_NS(ns) BODY()
+#endif
+
 /* An indirection, so that NAME() is expanded before BPF_PROG pastes it. */
 #define PROG(n, ...) BPF_PROG(n, __VA_ARGS__)
 
 SEC("tp_btf/netif_receive_skb")
 int PROG(NAME(stack_entry), struct sk_buff *skb)
 {
-	BODY();
+	BODY_NS(dev_ns(skb));
 	return 0;
 }
 
 SEC("tp_btf/tcp_probe")
 int PROG(NAME(tcp_input), struct sock *sk, struct sk_buff *skb)
 {
-	BODY();
+	BODY_NS(sk_ns(sk));
 	return 0;
 }
 
 SEC("tp_btf/sk_data_ready")
 int PROG(NAME(data_ready), struct sock *sk)
 {
-	BODY();
+	BODY_NS(sk_ns(sk));
 	return 0;
 }
 
 SEC("tp_btf/skb_copy_datagram_iovec")
 int PROG(NAME(copy), struct sk_buff *skb, int len)
 {
-	BODY();
+	BODY_NS(sk_ns(skb->sk));
 	return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int PROG(NAME(read_done), struct sock *sk, int ret, int flags)
 {
-	BODY();
+	BODY_NS(sk_ns(sk));
 	return 0;
 }
 
@@ -75,6 +106,6 @@ SEC("tp_btf/kfree_skb")
 int PROG(NAME(kfree_skb), struct sk_buff *skb, void *location,
 	 enum skb_drop_reason reason, struct sock *rx_sk)
 {
-	BODY();
+	BODY_NS(dev_ns(skb));
 	return 0;
 }
