@@ -88,6 +88,14 @@ impl<T> Bucket<T> {
         self.items.push_back((ts, item));
     }
 
+    /// After items left: an empty bucket has no newest item (the next
+    /// push keeps it sorted, as for a new bucket).
+    fn emptied(&mut self) {
+        if self.items.is_empty() {
+            self.last_ts = 0;
+        }
+    }
+
     /// The oldest item, sorting first if needed.
     fn front(&mut self) -> Option<u64> {
         if !self.sorted {
@@ -236,7 +244,9 @@ impl<T> ReorderBuffer<T> {
     }
 
     fn take_oldest(&mut self) -> Option<(u64, T)> {
-        let e = self.ring.front_mut()?.items.pop_front()?;
+        let front = self.ring.front_mut()?;
+        let e = front.items.pop_front()?;
+        front.emptied();
         self.len -= 1;
         Some(e)
     }
@@ -297,6 +307,7 @@ impl<T> ReorderBuffer<T> {
         // Sorted by `oldest`: the due items are a prefix.
         let n = front.items.partition_point(|e| e.0 <= watermark);
         out.extend(front.items.drain(..n));
+        front.emptied();
         self.len -= n;
         n
     }
