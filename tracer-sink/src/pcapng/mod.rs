@@ -224,6 +224,17 @@ impl TraceFile {
         )
     }
 
+    /// An EPB may only name an interface an IDB described.
+    fn check_iface(&self, iface: u32) -> Result<(), SinkError> {
+        if iface as usize >= self.spans.len() {
+            return Err(pcap_err(
+                "enhanced packet",
+                format_args!("interface {iface} has no IDB"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Encode one EPB straight into the buffer: `payload` and `comment`
     /// append the packet data and the comment text (nothing: no comment).
     pub fn write_event_with(
@@ -234,12 +245,7 @@ impl TraceFile {
         payload: impl FnOnce(&mut Vec<u8>),
         comment: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), SinkError> {
-        if iface as usize >= self.spans.len() {
-            return Err(pcap_err(
-                "enhanced packet",
-                format_args!("interface {iface} has no IDB"),
-            ));
-        }
+        self.check_iface(iface)?;
         let buf = self.w.get_mut();
         let start = buf.len();
         encode_epb(buf, iface, ts_ns, packet_id, payload, comment);
@@ -261,12 +267,7 @@ impl TraceFile {
         data: &[u8],
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), SinkError> {
-        if iface as usize >= self.spans.len() {
-            return Err(pcap_err(
-                "enhanced packet",
-                format_args!("interface {iface} has no IDB"),
-            ));
-        }
+        self.check_iface(iface)?;
         let buf = self.w.get_mut();
         let start = buf.len();
         let at = encode_epb_parts(buf, iface, ts_ns, packet_id, head, data);
