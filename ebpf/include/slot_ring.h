@@ -4,7 +4,7 @@
  * A probe defines, before including this header:
  *   SLOT_RECORD    its record type (a struct starting with struct record_hdr)
  *   SLOT_COUNTERS  the length of its counter array (its enum's *_CTR_MAX)
- * and gets the maps `slots`, `heads`, `counters`, `doorbell`, the .rodata
+ * and gets the maps `slots`, `heads` (head and counters), `doorbell`, the .rodata
  * constant `slots_per_cpu`, and count() / slot_take() / slot_commit().
  *
  * The agent drains on a timer, never woken per record (a wakeup costs more
@@ -37,12 +37,21 @@ struct {
 	__type(value, SLOT_RECORD);
 } slots SEC(".maps");
 
-/* Records ever started on each CPU (the producer position). */
+/* This CPU's producer state: the records ever started on it (the ring's
+ * head), then the probe's counters, indexed by its counter enum. One value,
+ * so that a record and the counters it bumps touch one cache line and one
+ * map: at a hook that runs rarely (kfree_skb) every line and every map a
+ * run touches is a cache miss. */
+struct slot_cpu {
+	__u64 head;
+	__u64 counters[SLOT_COUNTERS];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct slot_cpu);
 } heads SEC(".maps");
 
 /* Wakes the agent every quarter ring of records (slot_commit). */
@@ -51,20 +60,13 @@ struct {
 	__uint(max_entries, 4096);
 } doorbell SEC(".maps");
 
-/* The probe's counters, indexed by its counter enum. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, SLOT_COUNTERS);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
 static __always_inline void count(__u32 idx)
 {
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+	__u32 zero = 0;
+	struct slot_cpu *c = bpf_map_lookup_elem(&heads, &zero);
 
-	if (v)
-		*v += 1;
+	if (c && idx < SLOT_COUNTERS)
+		c->counters[idx] += 1;
 }
 
 /* The next slot of this CPU's ring, or NULL after counting `lost_ctr`.
@@ -74,20 +76,19 @@ static __always_inline SLOT_RECORD *slot_take(__u32 lost_ctr, __u64 *seq,
 {
 	SLOT_RECORD *r;
 	__u32 zero = 0, idx;
-	__u64 *head;
+	struct slot_cpu *c;
 
-	head = bpf_map_lookup_elem(&heads, &zero);
-	if (!head) {
-		count(lost_ctr);
-		return NULL;
-	}
+	c = bpf_map_lookup_elem(&heads, &zero);
+	if (!c)
+		return NULL;	/* cannot happen: key 0 of a 1-entry array */
 	/* Atomic: a softirq may interrupt a process-context run on this CPU. */
-	*seq = __sync_fetch_and_add(head, 1);
+	*seq = __sync_fetch_and_add(&c->head, 1);
 	*cpu = bpf_get_smp_processor_id();
 	idx = *cpu * slots_per_cpu + ((__u32)*seq & (slots_per_cpu - 1));
 	r = bpf_map_lookup_elem(&slots, &idx);
 	if (!r) {
-		count(lost_ctr);
+		if (lost_ctr < SLOT_COUNTERS)
+			c->counters[lost_ctr] += 1;
 		return NULL;
 	}
 	return r;

@@ -66,7 +66,7 @@ enum tx_flag {
 	TX_F_SENT = 2,	/* SENDMSG: the tagged skb was already transmitted */
 };
 
-/* Indexes of the per-CPU counter array `counters`. */
+/* Indexes of the per-CPU counters (slot_ring.h: struct slot_cpu). */
 enum counter {
 	CTR_RB_LOST = 0,	/* no slot could be had: events lost */
 	CTR_SETSOCKOPT_ERR = 1,	/* SK_BPF_CB_FLAGS refused (kernel lacks it?) */
@@ -96,7 +96,7 @@ struct drop_record {
 	__u8 daddr[16];
 };
 
-/* Indexes of the drops probe's per-CPU counter array `counters`. */
+/* Indexes of the drops probe's per-CPU counters (slot_ring.h: struct slot_cpu). */
 enum drop_counter {
 	DROP_CTR_LOST = 0,	/* no slot could be had: events lost */
 	DROP_CTR_SEEN = 1,	/* kfree_skb calls with a drop reason, any netns */
@@ -138,7 +138,7 @@ struct tcp_record {
 	__u32 _pad2;		/* explicit tail padding to 8 bytes */
 };
 
-/* Indexes of the tcp probe's per-CPU counter array `counters`. */
+/* Indexes of the tcp probe's per-CPU counters (slot_ring.h: struct slot_cpu). */
 enum tcp_counter {
 	TCP_CTR_LOST = 0,	/* no slot could be had: events lost */
 	TCP_CTR_MAX = 1,
@@ -182,7 +182,7 @@ struct rx_record {
 	char comm[16];		/* reader's task name at COPY and READ_DONE */
 };
 
-/* Indexes of the rx probe's per-CPU counter array `rx_counters`. */
+/* Indexes of the rx probe's per-CPU counters (slot_ring.h: struct slot_cpu). */
 enum rx_counter {
 	RX_CTR_LOST = 0,	/* no slot could be had: events lost */
 	RX_CTR_READ_ERR = 1,	/* IP header unreadable: skb not recorded */

@@ -152,7 +152,7 @@ macro_rules! bpf_skeleton {
     };
 }
 
-/// A probe's `counters` array, each entry summed over CPUs.
+/// A probe's counters (`struct slot_cpu` in slot_ring.h), each summed over CPUs.
 #[derive(Debug, Clone, Default)]
 pub struct Counters(pub Vec<u64>);
 
@@ -198,7 +198,6 @@ pub struct Loaded<'obj, K: ProbeKind> {
     kind: K,
     ring: SlotRing,
     heads: MapHandle,
-    counters: MapHandle,
     cgroup: PathBuf,
     skel: SkelOf<'obj, K>,
 }
@@ -247,7 +246,6 @@ impl<'obj, K: ProbeKind> Loaded<'obj, K> {
             program::<K>(obj, p.program())?;
         }
         let heads = handle::<K>(obj, "heads")?;
-        let counters = handle::<K>(obj, "counters")?;
         let now = slots::read_heads(&heads).map_err(map_err::<K>("heads"))?;
         let slots = obj
             .maps()
@@ -266,7 +264,6 @@ impl<'obj, K: ProbeKind> Loaded<'obj, K> {
             kind: K::new(cfg),
             ring,
             heads,
-            counters,
             cgroup: cfg.cgroup.clone(),
             skel,
         })
@@ -324,7 +321,7 @@ impl<K: ProbeKind> Probe for Loaded<'_, K> {
     }
 
     fn counters(&self) -> Result<ProbeCounters, ProbeError> {
-        let c = slots::sum_percpu(&self.counters).map_err(map_err::<K>("counters"))?;
+        let c = slots::sum_counters(&self.heads).map_err(map_err::<K>("heads"))?;
         Ok(K::counters(&Counters(c)))
     }
 

@@ -216,7 +216,8 @@ fn u64_at(b: &[u8]) -> u64 {
         .map_or(0, u64::from_ne_bytes)
 }
 
-/// The per-CPU producer counters of a probe's `heads` map.
+/// The per-CPU producer positions of a probe's `heads` map (the first
+/// word of each CPU's `struct slot_cpu`).
 pub fn read_heads(heads: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
     let per_cpu = heads
         .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
@@ -224,17 +225,30 @@ pub fn read_heads(heads: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
     Ok(per_cpu.iter().map(|b| u64_at(b)).collect())
 }
 
-/// Every entry of a per-CPU `u64` array map (a probe's `counters`), each
-/// summed over CPUs.
-pub fn sum_percpu(map: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
-    let mut out = vec![0u64; map.max_entries() as usize];
-    for (idx, v) in out.iter_mut().enumerate() {
-        let per_cpu = map
-            .lookup_percpu(&(idx as u32).to_ne_bytes(), MapFlags::ANY)?
-            .unwrap_or_default();
-        *v = per_cpu.iter().map(|b| u64_at(b)).sum();
+/// A probe's counters, each summed over CPUs: the words after the head in
+/// each CPU's value of its `heads` map (`struct slot_cpu` in slot_ring.h).
+pub fn sum_counters(heads: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
+    let per_cpu = heads
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .unwrap_or_default();
+    Ok(sum_counter_words(&per_cpu))
+}
+
+/// [`sum_counters`] of values already read: word 0 is the head, words
+/// 1.. the counters.
+fn sum_counter_words(per_cpu: &[Vec<u8>]) -> Vec<u64> {
+    let n = per_cpu
+        .iter()
+        .map(|b| (b.len() / 8).saturating_sub(1))
+        .max()
+        .unwrap_or(0);
+    let mut out = vec![0u64; n];
+    for b in per_cpu {
+        for (i, w) in b.chunks_exact(8).skip(1).enumerate() {
+            out[i] += u64_at(w);
+        }
     }
-    Ok(out)
+    out
 }
 
 /// The bytes of a record as a probe writes them into its ring (what the
@@ -255,6 +269,21 @@ pub fn record_bytes<T: PlainRecord>(r: &T) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counters_are_the_words_after_each_cpus_head_summed() {
+        let cpu = |words: &[u64]| {
+            words
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect::<Vec<u8>>()
+        };
+        // Heads 1000 and 7 are not counters; three counters per CPU.
+        let per_cpu = vec![cpu(&[1000, 1, 2, 3]), cpu(&[7, 10, 20, 30])];
+        assert_eq!(sum_counter_words(&per_cpu), vec![11, 22, 33]);
+        assert_eq!(sum_counter_words(&[cpu(&[5])]), Vec::<u64>::new());
+        assert!(sum_counter_words(&[]).is_empty());
+    }
 
     use crate::probes::memfd_slots::MemfdSlots;
 
