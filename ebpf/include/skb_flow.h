@@ -55,34 +55,33 @@ struct skb_flow {
 	__u8 daddr[16];
 };
 
-/* Bytes `i` and `i + 1` of the 8 bytes of packet `w` holds (a native load),
- * as the big-endian 16-bit number they are on the wire. */
-static __always_inline __u16 skb_flow_be16_at(__u64 w, int i)
+/* The `n` bytes from byte `i` of the 8 bytes of packet that `w` holds (a
+ * native load), as a native load of just those bytes would read them. */
+static __always_inline __u64 skb_flow_bytes_at(__u64 w, int i, int n)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	return bpf_ntohs((__u16)(w >> (8 * i)));
+	w >>= 8 * i;
 #else
-	return (__u16)(w >> (48 - 8 * i));
+	w >>= 64 - 8 * (i + n);
 #endif
-}
-
-/* Bytes `i` to `i + 3` of `w`, as they are in memory (an address). */
-static __always_inline __u32 skb_flow_raw32_at(__u64 w, int i)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	return (__u32)(w >> (8 * i));
-#else
-	return (__u32)(w >> (32 - 8 * i));
-#endif
+	return n == 8 ? w : w & ((1ULL << (8 * n)) - 1);
 }
 
 static __always_inline __u8 skb_flow_u8_at(__u64 w, int i)
 {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	return (__u8)(w >> (8 * i));
-#else
-	return (__u8)(w >> (56 - 8 * i));
-#endif
+	return (__u8)skb_flow_bytes_at(w, i, 1);
+}
+
+/* A 16-bit field of the wire (big-endian), in host order. */
+static __always_inline __u16 skb_flow_be16_at(__u64 w, int i)
+{
+	return bpf_ntohs((__u16)skb_flow_bytes_at(w, i, 2));
+}
+
+/* Four bytes as they are in memory (an IPv4 address). */
+static __always_inline __u32 skb_flow_raw32_at(__u64 w, int i)
+{
+	return (__u32)skb_flow_bytes_at(w, i, 4);
 }
 
 /* TCP or UDP ports, and for TCP the sequence range of `l4len` bytes of
