@@ -30,12 +30,16 @@
 #
 # Env: ROUNDS (9), SECS (10), RATE (2G), TPUT_ROUNDS (7), TPUT_SECS (3),
 # MODES (all six; "none" must be among them), e.g. MODES="none 100"
-# ROUNDS=21 TPUT_ROUNDS=0 to narrow down one ratio.
+# ROUNDS=21 TPUT_ROUNDS=0 to narrow down one ratio. AGENT_BIN: another
+# build of the agent for the agent modes; AGENT_ALT_BIN: a second build, run
+# as mode "alt" (every skb, like "1") in the same rounds, e.g.
+# MODES="none 1 alt ref-clock": two builds side by side in one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ROUNDS=${ROUNDS:-9} SECS=${SECS:-10} RATE=${RATE:-2G}
 TPUT_ROUNDS=${TPUT_ROUNDS:-7} TPUT_SECS=${TPUT_SECS:-3}
+AGENT_BIN=${AGENT_BIN:-} AGENT_ALT_BIN=${AGENT_ALT_BIN:-}
 A=ntr-bench-a B=ntr-bench-b AA=10.211.0.1 AB=10.211.0.2
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
@@ -103,11 +107,11 @@ busy_s() { python3 -c 'import os,sys; a=sys.argv[1:3]; b=sys.argv[3:5]; print(ro
 proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 HZ=$(getconf CLK_TCK)
 
-start_agent() { # sample_every
+start_agent() { # sample_every [agent binary]
     # Direct nsenter (no function) so $! is the agent and gets SIGINT.
     # --probes tx: the TX probe alone, against the TX references
     # (bench/rx-overhead.sh measures the receive side).
-    nsenter --net=/run/netns/$A -- "$BIN/tracer-agent" --sink $AB:7420 --hostname bench \
+    nsenter --net=/run/netns/$A -- "${2:-${AGENT_BIN:-$BIN/tracer-agent}}" --sink $AB:7420 --hostname bench \
         --probes tx --cgroup "$CG" --sample-every "$1" --json \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!
@@ -143,6 +147,8 @@ start_mode() {
     case $1 in
         none) ;;
         ref-*) start_ref "${REF[$1]}" ;;
+        alt) [[ -x $AGENT_ALT_BIN ]] || { echo "mode alt needs AGENT_ALT_BIN"; exit 1; }
+             start_agent 1 "$AGENT_ALT_BIN" ;;
         *) start_agent "$1" ;;
     esac
 }
@@ -196,7 +202,8 @@ rows = [l.split() for l in open(cpu)]
 def col(rows, mode, i): return [float(r[i]) for r in rows if r[0] == mode and len(r) > i]
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
 def med(v): return st.median(v) if v else float("nan")
-LABEL = {"none": "no program", "1": "agent, every skb", "100": "agent, 1 in 100",
+LABEL = {"none": "no program", "1": "agent, every skb", "alt": "AGENT_ALT_BIN, every",
+         "100": "agent, 1 in 100",
          "ref-tag": "ref: tag only", "ref-clock": "ref: tag + clock", "ref-untagged": "ref: untagged"}
 print("\n== results (medians of alternating rounds; ratios are of medians)")
 host = {m: [float(r[1]) - float(r[7]) / hz for r in rows if r[0] == m] for m in LABEL}
@@ -222,20 +229,22 @@ for m in LABEL:
     if wl[m] and wl["none"]:
         print(f"    {LABEL[m]:18s} {spread(wl[m])}  ratio {med(wl[m])/med(wl['none']):6.3f}")
 print("    direct cost: agent process + BPF run time (bpf_stats), against the no-program median")
-for m in ("1", "100"):
+for m in ("1", "alt", "100"):
     ag = [x / hz for x in col(rows, m, 8)]
     bpf = [float(r[3]) * float(r[4]) / 1e9 for r in rows if r[0] == m]
     if ag and host["none"]:
         direct = 1 + (med(ag) + med(bpf)) / med(host["none"])
         print(f"    {LABEL[m]:18s} agent s {spread(ag)}  BPF s {spread(bpf)}  ratio {direct:6.3f}")
 print(f"(c) BPF ns per callback (bpf_stats), fixed rate")
-ns = {m: [x for x in col(rows, m, 3) if x > 0] for m in ("1", "100", "ref-tag", "ref-clock", "ref-untagged")}
+ns = {m: [x for x in col(rows, m, 3) if x > 0] for m in ("1", "alt", "100", "ref-tag", "ref-clock", "ref-untagged")}
 for m, v in ns.items():
     if v:
         print(f"    {LABEL[m]:18s} {spread(v)}  runs/round {med(col(rows, m, 4)):.0f}")
 if ns["1"] and ns["ref-clock"] and ns["ref-tag"]:
     print(f"    every skb: {med(ns['1']) - med(ns['ref-tag']):.0f} ns above tag only, "
           f"{med(ns['1']) - med(ns['ref-clock']):.0f} ns above tag + clock")
+if ns["alt"] and ns["ref-clock"]:
+    print(f"    AGENT_ALT_BIN: {med(ns['alt']) - med(ns['ref-clock']):.0f} ns above tag + clock")
 if ns["100"] and ns["ref-untagged"]:
     print(f"    1 in 100: {med(ns['100']) - med(ns['ref-untagged']):.0f} ns above untagged")
 if ns["1"]:
