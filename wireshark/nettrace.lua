@@ -10,6 +10,8 @@ GENERATED LAYOUT markers below; the rest is display logic. It decodes:
 
   * pcapng files written by tracer-sink: link type USER0 (LINKTYPE_USER0,
     147); each frame is one capture record (capture header + one event).
+  * the sink's live interface (tracer-sink --live-iface nettrace0):
+    Ethernet frames of EtherType 0x88B5, each one capture record.
   * live agent -> sink UDP datagrams ("NTRC" header + event records) on the
     UDP port set by the preference nettrace.udp_port (default 7420), or on
     any port through "Decode As... > UDP port > NETTRACE"; and the sink's
@@ -69,6 +71,7 @@ local LAYOUT = {
     tx_flag_sent = 2,
     mac_len = 16,
     capture_version = 1,
+    live_ethertype = 0x88B5,
     magic = "NTRC",
     max_hostname_len = 64,
     record_header_len = 4,
@@ -2634,6 +2637,9 @@ proto.init = function()
 end
 
 DissectorTable.get("wtap_encap"):add(wtap.USER0, proto_file)
+-- The live interface (tracer-sink --live-iface): Ethernet frames of
+-- EtherType 0x88B5 (IEEE local experimental), each one capture record.
+DissectorTable.get("ethertype"):add(LAYOUT.live_ethertype, proto_file)
 
 local udp_table = DissectorTable.get("udp.port")
 local registered_port = proto.prefs.udp_port

@@ -15,6 +15,11 @@ use crate::wire::{split_records, truncate_hostname, RawRecord, MAX_HOSTNAME_LEN}
 pub const CAPTURE_VERSION: u16 = 1;
 /// Capture header bytes before the hostname.
 pub const CAPTURE_FIXED_LEN: usize = 23;
+/// EtherType of a live-interface frame (IEEE 802 "local experimental
+/// EtherType 1"): an Ethernet header, then one capture record. The
+/// dissector registers on it, and the probes ignore skbs of this protocol
+/// so that a live interface on a traced host does not trace itself.
+pub const LIVE_ETHERTYPE: u16 = 0x88B5;
 
 /// Offset of `event_seq` in the capture header.
 const EVENT_SEQ_AT: usize = 12;

@@ -35,7 +35,7 @@ pub mod wire;
 
 pub use ack::{Ack, ACK_LEN, ACK_MAGIC, ACK_VERSION};
 pub use body::WireEvent;
-pub use capture::{CaptureHeader, CaptureRecord, CAPTURE_VERSION};
+pub use capture::{CaptureHeader, CaptureRecord, CAPTURE_VERSION, LIVE_ETHERTYPE};
 pub use clock::{ClockEvent, ClockSource, ClockState};
 pub use drop::{DropEvent, FLOW_FAMILY};
 pub use error::{DecodeError, HostnameError};

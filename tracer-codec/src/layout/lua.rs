@@ -8,7 +8,7 @@ use super::registry::{
     ACK_LAYOUT, CAPTURE_HEADER, DATAGRAM_HEADER, EVENTS, NAME_TABLES, RECORD_HEADER,
 };
 use crate::ack::ACK_MAGIC;
-use crate::capture::CAPTURE_VERSION;
+use crate::capture::{CAPTURE_VERSION, LIVE_ETHERTYPE};
 use crate::tx::{TX_FLAG_RANGE, TX_FLAG_SENT};
 use crate::wire::{
     FLAG_MAC, HEADER_FIXED_LEN_V1, HEADER_FIXED_LEN_V2, MAC_LEN, MAGIC, MAX_HOSTNAME_LEN,
@@ -80,6 +80,7 @@ pub fn render_lua() -> String {
     let _ = writeln!(o, "    tx_flag_sent = {},", TX_FLAG_SENT);
     let _ = writeln!(o, "    mac_len = {MAC_LEN},");
     let _ = writeln!(o, "    capture_version = {CAPTURE_VERSION},");
+    let _ = writeln!(o, "    live_ethertype = 0x{LIVE_ETHERTYPE:04X},");
     let _ = writeln!(
         o,
         "    magic = {},",
