@@ -11,6 +11,10 @@
  * not bpf_probe_read_kernel calls: a record makes one helper call, the
  * clock, and a free of another namespace none.
  *
+ * The frames of a nettrace live interface (EtherType 0x88B5, tracer.h)
+ * are ignored first: the stack drops each of them, and recording those
+ * drops would feed the live view its own frames.
+ *
  * Which namespace a drop belongs to: the skb's device's (a received or
  * sent packet), else its socket's (skb->sk), else the tracepoint's rx_sk.
  * An skb with none of the three cannot be attributed: it is recorded only
@@ -59,6 +63,11 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 	/* Normal frees are not drops; the kernel routes SKB_CONSUMED to
 	 * consume_skb, but a caller passing it here is still not a drop. */
 	if (reason == SKB_CONSUMED || reason == SKB_NOT_DROPPED_YET || !skb)
+		return 0;
+	/* A frame of a nettrace live interface (tracer.h): never an event,
+	 * not even counted as seen. One load and one compare, before any
+	 * other work. */
+	if (skb->protocol == bpf_htons(NT_LIVE_ETHERTYPE))
 		return 0;
 	count(DROP_CTR_SEEN);
 	dev = skb->dev;
@@ -112,3 +121,4 @@ int BPF_PROG(drop_kfree_skb, struct sk_buff *skb, void *location,
 struct drop_record drop_record_layout SEC(".bss") __attribute__((used));
 enum record_kind drop_record_kind_values SEC(".bss") __attribute__((used));
 enum drop_counter drop_counter_values SEC(".bss") __attribute__((used));
+enum live_ethertype live_ethertype_values SEC(".bss") __attribute__((used));

@@ -239,6 +239,9 @@ static __always_inline bool rx_sampled_out_parsed(const struct skb_flow *f)
 				f->seq, f->end_seq, sample_threshold);
 }
 
+/* Also what keeps a nettrace live interface's own frames (EtherType
+ * NT_LIVE_ETHERTYPE, tracer.h) out of the skb hooks: checked before any
+ * parsing, right after the netns. */
 static __always_inline bool is_ip(__u16 proto)
 {
 	return proto == ETH_P_IP || proto == ETH_P_IPV6;

@@ -96,6 +96,17 @@ struct drop_record {
 	__u8 daddr[16];
 };
 
+/* EtherType of the frames of a nettrace live interface (a TAP that
+ * tracer-sink --live-iface writes every event into; the codec's
+ * LIVE_ETHERTYPE). A TAP's frames are *received* by its host: the
+ * netif_receive_skb tracepoint, then a drop on kfree_skb, since no handler
+ * knows the EtherType. Every probe that sees skbs ignores this protocol
+ * before anything else, or a live view on a traced host would trace its
+ * own frames, one more event for each. */
+enum live_ethertype {
+	NT_LIVE_ETHERTYPE = 0x88B5,
+};
+
 /* Indexes of the drops probe's per-CPU counters (slot_ring.h: struct slot_cpu). */
 enum drop_counter {
 	DROP_CTR_LOST = 0,	/* no slot could be had: events lost */

@@ -22,7 +22,7 @@ use names::Names;
 
 crate::bpf_skeleton!("drops");
 
-use skel::types::{drop_counter, drop_record, record_hdr, record_kind, rodata};
+use skel::types::{drop_counter, drop_record, live_ethertype, record_hdr, record_kind, rodata};
 
 // SAFETY: drop_record is a skeleton copy of a C struct of integers and arrays
 // of integers: every bit pattern is a valid value.
@@ -39,6 +39,8 @@ pub const SPEC: ProbeSpec = core::spec::<Drops>();
 const N_COUNTERS: usize = drop_counter::DROP_CTR_MAX.0 as usize;
 
 const _: () = assert!(record_kind::RECORD_DROP.0 <= u16::MAX as u32);
+// The probe ignores the frames of a live interface by this EtherType.
+const _: () = assert!(live_ethertype::NT_LIVE_ETHERTYPE.0 == tracer_codec::LIVE_ETHERTYPE as u32);
 // The wire body is the BPF record without its ring header and padding,
 // plus the global stamp and the two names the agent adds: a field added on
 // one side only stops the build.
