@@ -2,7 +2,8 @@
 //! (`--key-file` on agent, sink and clock tools), the per-purpose keys
 //! derived from it, and the 16-byte tags (HMAC-SHA256 truncated to 128
 //! bits, as IEEE 1588-2019 annex P uses for PTP) carried by datagrams,
-//! acknowledgements and clock exchange messages.
+//! acknowledgements and clock exchange messages, and the handshake that
+//! opens a sink's live stream ([`live`]).
 //!
 //! Why HMAC-SHA256 and not keyed BLAKE3: measured on the development VM
 //! (x86-64 with the SHA extensions, hmac 0.12 / sha2 0.10 against blake3
@@ -23,6 +24,8 @@ use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+
+pub mod live;
 
 /// Bytes of every tag on the wire.
 pub const MAC_LEN: usize = 16;
@@ -97,6 +100,8 @@ pub enum Purpose {
     Ack,
     /// Clock exchange messages, both directions.
     ClockExchange,
+    /// The live stream handshake ([`live`]), both directions.
+    LiveStream,
 }
 
 impl Purpose {
@@ -106,6 +111,7 @@ impl Purpose {
             Purpose::Datagram => b"nettrace datagram v2",
             Purpose::Ack => b"nettrace ack v1",
             Purpose::ClockExchange => b"nettrace clock exchange v1",
+            Purpose::LiveStream => b"nettrace live stream v1",
         }
     }
 }
