@@ -15,6 +15,7 @@ pub const MAX_ROTATE_SIZE: u64 = 1 << 40;
 /// interval or timeout, near enough that `Instant + duration` cannot
 /// overflow and panic while the sink runs.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+use crate::live::LiveStreamConfig;
 use crate::peers::SinkKeys;
 
 /// Everything [`crate::run`] needs to know besides the socket.
@@ -61,6 +62,13 @@ pub struct SinkConfig {
     /// key are accepted, replays are refused, acknowledgements are tagged.
     /// `None` accepts every well-formed datagram (tags unchecked).
     pub keys: Option<SinkKeys>,
+    /// `--live-iface`: a TAP interface of this name shows every written
+    /// event as one Ethernet frame (needs CAP_NET_ADMIN; removed when the
+    /// sink exits). `None`: no live interface.
+    pub live_iface: Option<String>,
+    /// `--live-listen`: the live pcapng stream's listener. `None`: no
+    /// stream.
+    pub live_stream: Option<LiveStreamConfig>,
 }
 
 impl SinkConfig {
@@ -130,6 +138,8 @@ impl SinkConfig {
             agent_idle_timeout: Some(Self::DEFAULT_AGENT_IDLE_TIMEOUT),
             stats_max_agents: Self::DEFAULT_STATS_MAX_AGENTS,
             keys: None,
+            live_iface: None,
+            live_stream: None,
         }
     }
 }

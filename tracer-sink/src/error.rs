@@ -48,6 +48,13 @@ pub enum SinkError {
         #[source]
         source: std::io::Error,
     },
+    /// The live interface (`--live-iface`) could not be created.
+    #[error("cannot create the live interface")]
+    LiveIface {
+        /// Why (its message says what to do).
+        #[source]
+        source: tracer_live::LiveError,
+    },
     /// pcap-file refused to encode a block (a bug, not bad input).
     #[error("pcapng encoding failed: {0}")]
     Encode(String),
@@ -64,6 +71,7 @@ impl SinkError {
             | SinkError::OutputDir { source, .. }
             | SinkError::OutputNotWritable { source, .. }
             | SinkError::Io { source, .. } => Some(source),
+            SinkError::LiveIface { source } => source.io_error(),
             _ => None,
         }
     }

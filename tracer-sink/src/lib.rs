@@ -46,6 +46,7 @@ pub mod error;
 mod fasthash;
 pub mod freshness;
 pub mod limits;
+pub mod live;
 mod pcapng;
 pub mod peers;
 mod receiver;
@@ -68,6 +69,7 @@ pub use crate::config::{
     parse_rcvbuf, parse_rotate_size, parse_size, prepare_output_dir, SinkConfig,
 };
 pub use crate::error::SinkError;
+pub use crate::live::{LiveStats, LiveStreamConfig};
 pub use crate::pcapng::{interface_description, EPB_PACKETID, PAD_BLOCK};
 pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
@@ -109,6 +111,13 @@ pub async fn run_with_reporter(
         config.keys.clone(),
         config.stats_max_agents,
     ));
+    let live = live::start(config.live_iface.as_deref(), config.live_stream.as_ref())?;
+    let live_counters = live.counters.clone();
+    if let Some(c) = &live_counters {
+        shared.set_live(Arc::clone(c));
+    }
+    let server = live.server.map(|s| tokio::spawn(s.run()));
+    let live_outputs = live.outputs;
     let pool = Arc::new(batch::BatchPool::default());
     let (tx, rx) = tokio::sync::mpsc::channel(CHANNEL_BATCHES);
     // The writer acknowledges what it committed at once, on a duplicate of
@@ -123,7 +132,9 @@ pub async fn run_with_reporter(
         let cfg = config.clone();
         let shared = Arc::clone(&shared);
         let pool = Arc::clone(&pool);
-        tokio::task::spawn_blocking(move || writer::run_writer(cfg, shared, pool, rx, ack_socket))
+        tokio::task::spawn_blocking(move || {
+            writer::run_writer(cfg, shared, pool, rx, ack_socket, live_outputs)
+        })
     };
     let recv = receiver::receive(
         &socket,
@@ -152,6 +163,10 @@ pub async fn run_with_reporter(
         _ => recv.await,
     };
     writer.await.map_err(|e| SinkError::Writer(e.to_string()))?;
+    if let Some(s) = server {
+        s.abort();
+    }
+    live::drain_clients(live_counters.as_deref()).await;
     result?;
     Ok(shared.snapshot())
 }

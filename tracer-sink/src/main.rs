@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -10,8 +11,8 @@ use clap::Parser;
 use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
 use tracer_sink::{
-    bind_udp, parse_rcvbuf, parse_rotate_size, prepare_output_dir, SinkClock, SinkConfig,
-    SinkError, SinkKeys, SinkStats,
+    bind_udp, parse_rcvbuf, parse_rotate_size, prepare_output_dir, LiveStreamConfig, SinkClock,
+    SinkConfig, SinkError, SinkKeys, SinkStats,
 };
 
 const AFTER_HELP: &str = "\
@@ -162,6 +163,33 @@ struct Cli {
     /// (mode 0600 or 0400); the key is never printed.
     #[arg(long, value_name = "PATH")]
     key_file: Option<PathBuf>,
+
+    /// Show every event, as it is written, on a network interface of this
+    /// name (a TAP device, e.g. nettrace0): one Ethernet frame per event
+    /// (EtherType 0x88B5) holding the same capture record as the file, in
+    /// the file's global-time order. Capture it live with `wireshark -k -i
+    /// nettrace0` (with the tracer's dissector), `dumpcap -i nettrace0 -w
+    /// live.pcapng` or `tcpdump -i nettrace0`. Needs CAP_NET_ADMIN; the
+    /// interface goes when the sink exits (also when killed), and a stale
+    /// one of the name is taken over. A reader that falls behind never
+    /// slows the sink: frames are dropped and counted (`live` in the stats).
+    #[arg(long, value_name = "NAME", value_parser = tracer_cli::iface_name)]
+    live_iface: Option<String>,
+
+    /// Offer the live events as a pcapng stream on this TCP address
+    /// (IP:PORT; port 0 picks one, the log names it), for Wireshark's
+    /// nettrace extcap on another machine. With --key-file, a client must
+    /// prove it holds the key. Each client is bounded (8 MiB queued): one
+    /// that reads too slowly is cut loose and counted, and the file never
+    /// waits for a client. Off unless given.
+    #[arg(long, value_name = "ADDR", value_parser = tracer_cli::listen_addr)]
+    live_listen: Option<SocketAddr>,
+
+    /// Most live stream clients at once; more are refused (counted).
+    /// [range: 1..=64]
+    #[arg(long, value_name = "N", default_value_t = tracer_sink::live::DEFAULT_MAX_CLIENTS,
+        value_parser = tracer_cli::int(1usize, 64), requires = "live_listen")]
+    live_max_clients: usize,
 }
 
 fn main() -> std::process::ExitCode {
@@ -213,10 +241,29 @@ fn bind_hint(e: &SinkError) -> &'static str {
 }
 
 async fn serve(cli: Cli) -> Result<()> {
-    let keys = match &cli.key_file {
-        Some(path) => Some(SinkKeys::from_shared(
-            &tracer_auth::SharedKey::load(path).context("--key-file")?,
+    let shared_key = match &cli.key_file {
+        Some(path) => Some(Arc::new(
+            tracer_auth::SharedKey::load(path).context("--key-file")?,
         )),
+        None => None,
+    };
+    let keys = shared_key.as_deref().map(SinkKeys::from_shared);
+    let live_stream = match cli.live_listen {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr).with_context(|| {
+                format!(
+                    "cannot listen on --live-listen {addr}: is another sink using the port? \
+                     pick another one, or an address of this host"
+                )
+            })?;
+            let bound = l.local_addr().unwrap_or(addr);
+            tracing::info!(listen = %bound, authenticated = shared_key.is_some(),
+                "live stream listening");
+            Some(LiveStreamConfig {
+                max_clients: cli.live_max_clients,
+                ..LiveStreamConfig::new(l, shared_key.clone())
+            })
+        }
         None => None,
     };
     let mut config = SinkConfig {
@@ -231,6 +278,8 @@ async fn serve(cli: Cli) -> Result<()> {
         stats_interval: nonzero(cli.stats_interval),
         agent_idle_timeout: nonzero(cli.agent_idle_timeout),
         stats_max_agents: cli.stats_max_agents,
+        live_iface: cli.live_iface.clone(),
+        live_stream,
         ..SinkConfig::new(&cli.output)
     };
     prepare_output_dir(&cli.output).context("pass a writable --output directory")?;

@@ -15,7 +15,7 @@ use crate::batch::AgentInfo;
 pub const SNAPLEN: u32 = 0;
 
 /// The Section Header Block of every file.
-pub(super) fn section_header() -> SectionHeaderBlock<'static> {
+pub(crate) fn section_header() -> SectionHeaderBlock<'static> {
     let os = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|r| format!("{} {}", std::env::consts::OS, r.trim()))
         .unwrap_or_else(|_| std::env::consts::OS.to_owned());
@@ -36,7 +36,7 @@ pub(super) fn section_header() -> SectionHeaderBlock<'static> {
 }
 
 /// The Interface Description Block of an agent.
-pub(super) fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
+pub(crate) fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
     InterfaceDescriptionBlock {
         linktype: DataLink::USER0,
         snaplen: SNAPLEN,

@@ -34,8 +34,10 @@ pub use blocks::interface_description;
 pub use epb::EPB_PACKETID;
 pub use pages::PAD_BLOCK;
 
-use blocks::{interface_block, section_header};
-use epb::{encode_epb, encode_epb_parts, epbs_by_agent, whole_blocks};
+// The live stream encodes its blocks as the files do.
+pub(crate) use blocks::{interface_block, section_header};
+pub(crate) use epb::encode_epb_parts;
+use epb::{encode_epb, epbs_by_agent, whole_blocks};
 
 /// Encoded bytes kept in memory before a write to the file.
 pub const WRITE_CHUNK: usize = 1 << 20;

@@ -6,13 +6,14 @@ mod report;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use tracer_codec::{ClockState, DecodeError};
 
 use crate::agents::{AgentState, AgentTable, AgentTotals, SINK_REASONS};
 use crate::freshness::{Freshness, FRESHNESS_REASONS};
+use crate::live::LiveCounters;
 use crate::peers::{Peer, PeerTable, SinkKeys, AUTH_REASONS};
 
 pub use report::{clock_source_name, AgentStats, SinkStats};
@@ -102,6 +103,8 @@ pub(crate) struct Shared {
     /// Agents listed by name in a snapshot at most.
     max_listed: usize,
     state: Mutex<SharedState>,
+    /// The live outputs' counters, when one is configured.
+    live: OnceLock<Arc<LiveCounters>>,
 }
 
 impl Shared {
@@ -123,7 +126,13 @@ impl Shared {
                 rx: ReceiveCounters::new(),
                 wr: WriterCounters::default(),
             }),
+            live: OnceLock::new(),
         }
+    }
+
+    /// Report the live outputs' counters in every snapshot.
+    pub fn set_live(&self, c: Arc<LiveCounters>) {
+        let _ = self.live.set(c);
     }
 
     pub fn lock(&self) -> MutexGuard<'_, SharedState> {
@@ -171,6 +180,7 @@ impl Shared {
             agents_seen: s.agents.admitted(),
             agents_not_listed: not_listed,
             agents_expired: s.agents.expired.clone(),
+            live: self.live.get().map(|c| c.snapshot()),
         }
     }
 }

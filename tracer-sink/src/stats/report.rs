@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use tracer_codec::ClockSource;
 
 use crate::agents::AgentTotals;
+use crate::live::LiveStats;
 
 /// One agent's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +166,10 @@ pub struct SinkStats {
     /// their counters added up.
     #[serde(default)]
     pub agents_expired: AgentTotals,
+    /// The live interface and stream (`--live-iface`, `--live-listen`):
+    /// present only when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveStats>,
 }
 
 /// Name of a clock source wire value (`unknown(N)` for values this build
@@ -200,6 +205,9 @@ impl SinkStats {
             self.reorder_overflow,
             self.current_file.as_deref().unwrap_or("-")
         );
+        if let Some(l) = &self.live {
+            live_lines(&mut o, l);
+        }
         let rejects: Vec<String> = self
             .rejects
             .iter()
@@ -275,5 +283,36 @@ impl SinkStats {
             }
         }
         o
+    }
+}
+
+/// The live outputs' lines of the human table.
+fn live_lines(o: &mut String, l: &LiveStats) {
+    if let Some(i) = &l.iface {
+        let _ = writeln!(
+            o,
+            "      live {i}: frames sent {}  dropped {} (queue {}, kernel {}, error {})",
+            l.frames_sent,
+            l.frames_dropped,
+            l.frames_dropped_queue,
+            l.frames_dropped_kernel,
+            l.frames_dropped_error
+        );
+    }
+    if let Some(a) = &l.stream_listen {
+        let _ = writeln!(
+            o,
+            "      live stream {a}: clients {} now, {} connected, refused {} (key) {} (full), \
+             handshake failed {}, cut {}, left {}; events sent {} dropped {}",
+            l.clients_live,
+            l.clients_connected,
+            l.clients_refused_key,
+            l.clients_refused_full,
+            l.clients_handshake_failed,
+            l.clients_cut,
+            l.clients_left,
+            l.stream_frames_sent,
+            l.stream_frames_dropped
+        );
     }
 }

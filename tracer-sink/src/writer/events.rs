@@ -64,6 +64,11 @@ impl Output {
         }
         let m = b.events[i];
         let rec = b.record(i);
+        // The live outputs first: they show the event even when no file
+        // can take it.
+        if let (Some(live), Some(agent)) = (self.live.as_mut(), self.agents.get(m.agent)) {
+            live.event(ts, &agent.info, &agent.capture, &m, rec);
+        }
         // One lookup of the agent per event: its IDB's id in this file is
         // kept with it.
         let (Some(agent), Some(file)) = (self.agents.get_mut(m.agent), self.file.as_mut()) else {

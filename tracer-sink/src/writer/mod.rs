@@ -20,6 +20,7 @@ use tokio::sync::mpsc::Receiver;
 use crate::agents::ExpiredAgent;
 use crate::batch::{AgentInfo, Batch, BatchPool, ToWriter};
 use crate::config::SinkConfig;
+use crate::live::LiveOutputs;
 use crate::pcapng::{IsbInfo, TraceFile};
 use crate::reorder::Release;
 use crate::stats::{Shared, WriterCounters};
@@ -67,6 +68,8 @@ struct Output {
     last_ts: u64,
     summarizer: Summarizer,
     delivery: Delivery,
+    /// The live interface and stream, if configured.
+    live: Option<LiveOutputs>,
 }
 
 /// Run the writer until the channel closes; then flush and close the file.
@@ -76,6 +79,7 @@ pub(crate) fn run_writer(
     pool: Arc<BatchPool>,
     mut rx: Receiver<ToWriter>,
     ack_socket: Option<std::net::UdpSocket>,
+    live: Option<LiveOutputs>,
 ) {
     let mut w = Writer {
         held: Held::new(cfg.reorder_window, cfg.reorder_max_events),
@@ -95,6 +99,7 @@ pub(crate) fn run_writer(
             last_ts: 0,
             summarizer: Summarizer::default(),
             delivery: Delivery::new(ack_socket),
+            live,
         },
     };
     w.out.open_file();
@@ -106,6 +111,9 @@ pub(crate) fn run_writer(
             ToWriter::Expire(a) => w.out.expire(a),
         }
         w.release_due();
+        if let Some(l) = w.out.live.as_mut() {
+            l.flush();
+        }
         w.out.maybe_rotate();
         w.out.publish();
     }
@@ -187,6 +195,9 @@ impl Writer {
             self.out.open_file();
         }
         self.release_all();
+        if let Some(l) = self.out.live.as_mut() {
+            l.close();
+        }
         self.out.close_file();
     }
 }
@@ -203,6 +214,9 @@ impl Output {
     fn add_agent(&mut self, a: AgentInfo) {
         let idx = a.index;
         self.agents.add(a);
+        if let (Some(l), Some(a)) = (self.live.as_mut(), self.agents.get(idx)) {
+            l.add_agent(&a.info);
+        }
         // Emit the IDB now so every file lists every agent known when it
         // was written, even one whose events have not been written yet.
         self.ensure_interface(idx);

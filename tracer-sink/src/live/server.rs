@@ -1,0 +1,159 @@
+//! The live stream's listener (tokio): accepts TCP connections, runs the
+//! handshake of [`tracer_auth::live`] (with the sink's key if it has one),
+//! hands each accepted client to the writer's hub, then copies the
+//! client's queue to its socket until the client closes, is cut loose by
+//! the hub, or the sink stops.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use tracer_auth::live::{ClientHello, ServerHello, Status, Verdict, CLIENT_HELLO_LEN, NONCE_LEN};
+use tracer_auth::SharedKey;
+
+use super::hub::{Client, CLIENT_QUEUE_CHUNKS};
+use super::stats::{add, LiveCounters};
+
+/// Time a connection has to answer the sink's hello.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The listener and what its clients need.
+pub(crate) struct Server {
+    pub listener: TcpListener,
+    pub key: Option<Arc<SharedKey>>,
+    pub max_clients: usize,
+    pub joins: std::sync::mpsc::Sender<Client>,
+    pub counters: Arc<LiveCounters>,
+}
+
+impl Server {
+    /// Accept connections until the task is dropped.
+    pub async fn run(self) {
+        let me = Arc::new(self);
+        loop {
+            match me.listener.accept().await {
+                Ok((sock, peer)) => {
+                    tokio::spawn(Arc::clone(&me).client(sock, peer));
+                }
+                Err(e) => {
+                    // Out of descriptors, most likely: wait rather than spin.
+                    tracing::warn!(error = %e, "live stream: cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    /// One connection: the handshake, then its stream.
+    async fn client(self: Arc<Self>, mut sock: TcpStream, peer: SocketAddr) {
+        let _ = sock.set_nodelay(true);
+        let accepted =
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handshake(&mut sock)).await {
+                Ok(Ok(a)) => a,
+                Ok(Err(e)) => {
+                    add(&self.counters.clients_handshake_failed, 1);
+                    tracing::info!(%peer, error = %e, "live stream: handshake failed");
+                    false
+                }
+                Err(_) => {
+                    add(&self.counters.clients_handshake_failed, 1);
+                    tracing::info!(%peer, "live stream: no handshake within {HANDSHAKE_TIMEOUT:?}");
+                    false
+                }
+            };
+        if !accepted {
+            return;
+        }
+        add(&self.counters.clients_connected, 1);
+        let (tx, mut rx) = mpsc::channel::<Arc<Vec<u8>>>(CLIENT_QUEUE_CHUNKS);
+        let cut = Arc::new(Notify::new());
+        let client = Client {
+            tx,
+            cut: Arc::clone(&cut),
+            peer,
+        };
+        if self.joins.send(client).is_ok() {
+            let (mut rd, mut wr) = sock.into_split();
+            let copy = async {
+                while let Some(chunk) = rx.recv().await {
+                    wr.write_all(&chunk).await?;
+                }
+                wr.shutdown().await
+            };
+            // A client sends nothing after its hello: a read returns only
+            // when it closes.
+            let closed = async {
+                let mut b = [0u8; 64];
+                while let Ok(n) = rd.read(&mut b).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            };
+            tokio::select! {
+                () = cut.notified() => {}
+                _ = copy => {}
+                () = closed => {}
+            }
+        }
+        self.counters.clients_live.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The sink's side of the handshake; true when the client is accepted
+    /// (it then holds one of the `max_clients` places).
+    async fn handshake(&self, sock: &mut TcpStream) -> std::io::Result<bool> {
+        let hello = ServerHello {
+            key_required: self.key.is_some(),
+            nonce: nonce()?,
+        };
+        sock.write_all(&hello.encode()).await?;
+        let mut b = [0u8; CLIENT_HELLO_LEN];
+        sock.read_exact(&mut b).await?;
+        let reply = ClientHello::decode(&b);
+        let place = self
+            .counters
+            .clients_live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max_clients as u64).then_some(n + 1)
+            })
+            .is_ok();
+        let offer = if place {
+            Status::Ok
+        } else {
+            Status::TooManyClients
+        };
+        let verdict = Verdict::decide(&hello, &reply, self.key.as_deref(), offer);
+        let sent = sock.write_all(&verdict.encode()).await;
+        let ok = verdict.status == Status::Ok && sent.is_ok();
+        if place && !ok {
+            self.counters.clients_live.fetch_sub(1, Ordering::Relaxed);
+        }
+        match verdict.status {
+            Status::Ok => {}
+            Status::BadTag => {
+                add(&self.counters.clients_refused_key, 1);
+                tracing::warn!(peer = ?sock.peer_addr().ok(),
+                    "live stream client refused: wrong or missing key");
+            }
+            Status::TooManyClients => {
+                add(&self.counters.clients_refused_full, 1);
+                tracing::warn!(peer = ?sock.peer_addr().ok(), max = self.max_clients,
+                    "live stream client refused: as many clients as allowed already");
+            }
+        }
+        sent?;
+        Ok(ok)
+    }
+}
+
+/// A fresh nonce from the OS.
+fn nonce() -> std::io::Result<[u8; NONCE_LEN]> {
+    let mut n = [0u8; NONCE_LEN];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut n)?;
+    Ok(n)
+}
