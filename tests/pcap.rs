@@ -178,3 +178,51 @@ fn read_file(path: &Path, t: &mut Trace, lenient: bool) -> bool {
     }
     false
 }
+
+/// One frame of a capture of a live interface (`tracer-sink
+/// --live-iface`), as dumpcap wrote it.
+#[derive(Debug, Clone)]
+pub struct LiveFrame {
+    /// The capture's own frame time (when the frame reached the
+    /// interface), ns.
+    pub capture_ns: u64,
+    /// The frame's EtherType.
+    pub ethertype: u16,
+    /// Capture header: agent id.
+    pub agent_id: u64,
+    /// Capture header: event sequence number.
+    pub event_seq: u64,
+    /// The decoded event.
+    pub event: Event,
+}
+
+/// Read a pcapng capture of a live interface (Ethernet frames, each an
+/// Ethernet header then one capture record); panics on a frame that is
+/// not one.
+pub fn read_live_capture(path: &Path) -> Vec<LiveFrame> {
+    let file = std::fs::File::open(path).expect("open capture");
+    let mut r = PcapNgReader::new(std::io::BufReader::new(file)).expect("pcapng section header");
+    let mut out = Vec::new();
+    while let Some(b) = r.next_block() {
+        let (block, _) = b.unwrap_or_else(|e| panic!("{}: bad block: {e}", path.display()));
+        if let Block::EnhancedPacket(epb) = block {
+            let data = &epb.data;
+            assert!(
+                data.len() > 14,
+                "{}: a frame of {} bytes",
+                path.display(),
+                data.len()
+            );
+            let cap = CaptureRecord::decode(&data[14..])
+                .unwrap_or_else(|e| panic!("{}: bad capture record: {e}", path.display()));
+            out.push(LiveFrame {
+                capture_ns: epb.timestamp.as_nanos() as u64,
+                ethertype: u16::from_be_bytes([data[12], data[13]]),
+                agent_id: cap.agent_id,
+                event_seq: cap.event_seq,
+                event: cap.record.decode().expect("decodable event"),
+            });
+        }
+    }
+    out
+}
