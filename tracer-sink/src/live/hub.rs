@@ -32,8 +32,9 @@ use super::stats::{add, LiveCounters};
 /// Bytes of EPBs gathered before a hand-over to the clients (also handed
 /// over after every release of the reorder buffer and every tick).
 pub const CHUNK_BYTES: usize = 256 << 10;
-/// Hand-overs a client's queue holds: with [`CHUNK_BYTES`], at most 8 MiB
-/// of a client's stream waits in the sink (plus its socket buffer).
+/// Hand-overs a client's queue holds by default: with [`CHUNK_BYTES`], at
+/// most 8 MiB of a client's stream waits in the sink (plus its socket
+/// buffer).
 pub const CLIENT_QUEUE_CHUNKS: usize = 32;
 /// Interfaces in one section of the stream before a new one starts.
 pub const MAX_STREAM_IFACES: usize = 4096;
@@ -189,7 +190,7 @@ impl Hub {
                     c.cut.notify_one();
                     add(&counters.clients_cut, 1);
                     add(&counters.stream_frames_dropped, events);
-                    tracing::warn!(peer = %c.peer, queued_bytes = CLIENT_QUEUE_CHUNKS * CHUNK_BYTES,
+                    tracing::warn!(peer = %c.peer,
                     "live stream client cut loose: it reads more slowly than events come \
                      (counted as clients_cut); it may connect again");
                     false

@@ -36,6 +36,10 @@ pub struct LiveStreamConfig {
     pub key: Option<Arc<SharedKey>>,
     /// Most clients at once; more are refused (counted).
     pub max_clients: usize,
+    /// Hand-overs (of up to 256 KiB each) a client's queue holds before
+    /// the client is cut loose: the bound of what the sink keeps for one
+    /// slow reader (default 32, 8 MiB).
+    pub client_queue_chunks: usize,
 }
 
 impl LiveStreamConfig {
@@ -45,6 +49,7 @@ impl LiveStreamConfig {
             listener: Arc::new(listener),
             key,
             max_clients: DEFAULT_MAX_CLIENTS,
+            client_queue_chunks: hub::CLIENT_QUEUE_CHUNKS,
         }
     }
 }
@@ -120,6 +125,7 @@ pub(crate) fn start(
                 listener,
                 key: s.key.clone(),
                 max_clients: s.max_clients,
+                queue_chunks: s.client_queue_chunks.max(1),
                 joins: joins_tx,
                 counters: Arc::clone(&counters),
             };

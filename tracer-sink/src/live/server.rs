@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, Notify};
 use tracer_auth::live::{ClientHello, ServerHello, Status, Verdict, CLIENT_HELLO_LEN, NONCE_LEN};
 use tracer_auth::SharedKey;
 
-use super::hub::{Client, CLIENT_QUEUE_CHUNKS};
+use super::hub::Client;
 use super::stats::{add, LiveCounters};
 
 /// Time a connection has to answer the sink's hello.
@@ -27,6 +27,8 @@ pub(crate) struct Server {
     pub listener: TcpListener,
     pub key: Option<Arc<SharedKey>>,
     pub max_clients: usize,
+    /// Capacity of each client's queue, in hand-overs.
+    pub queue_chunks: usize,
     pub joins: std::sync::mpsc::Sender<Client>,
     pub counters: Arc<LiveCounters>,
 }
@@ -70,7 +72,7 @@ impl Server {
             return;
         }
         add(&self.counters.clients_connected, 1);
-        let (tx, mut rx) = mpsc::channel::<Arc<Vec<u8>>>(CLIENT_QUEUE_CHUNKS);
+        let (tx, mut rx) = mpsc::channel::<Arc<Vec<u8>>>(self.queue_chunks);
         let cut = Arc::new(Notify::new());
         let client = Client {
             tx,
@@ -95,10 +97,16 @@ impl Server {
                     }
                 }
             };
-            tokio::select! {
-                () = cut.notified() => {}
-                _ = copy => {}
-                () = closed => {}
+            let was_cut = tokio::select! {
+                () = cut.notified() => true,
+                _ = copy => false,
+                () = closed => false,
+            };
+            if was_cut {
+                // Reset, not close: what the kernel still holds for a
+                // client that does not read is dropped at once instead of
+                // trickling out through its small window.
+                let _ = socket2::SockRef::from(wr.as_ref()).set_linger(Some(Duration::ZERO));
             }
         }
         self.counters.clients_live.fetch_sub(1, Ordering::Relaxed);
