@@ -69,11 +69,11 @@ pub use crate::config::{
     parse_rcvbuf, parse_rotate_size, parse_size, prepare_output_dir, SinkConfig,
 };
 pub use crate::error::SinkError;
-pub use crate::live::{LiveStats, LiveStreamConfig};
+pub use crate::live::LiveStreamConfig;
 pub use crate::pcapng::{interface_description, EPB_PACKETID, PAD_BLOCK};
 pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
-pub use crate::stats::{AgentStats, SinkStats};
+pub use crate::stats::{AgentStats, LiveStats, SinkStats};
 
 /// Batches in flight between the receive task and the writer. When the
 /// writer falls behind, the receive task waits and the socket buffer fills

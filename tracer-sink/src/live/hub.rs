@@ -27,7 +27,7 @@ use crate::error::SinkError;
 use crate::fasthash::IndexMap;
 use crate::pcapng::{encode_epb_parts, interface_block, section_header};
 
-use super::stats::{add, LiveCounters};
+use crate::stats::{add, LiveCounters};
 
 /// Bytes of EPBs gathered before a hand-over to the clients (also handed
 /// over after every release of the reorder buffer and every tick).

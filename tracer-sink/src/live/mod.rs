@@ -7,7 +7,6 @@
 
 mod hub;
 mod server;
-mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,8 +19,8 @@ use crate::batch::{AgentInfo, EventMeta};
 use crate::error::SinkError;
 
 pub(crate) use server::Server;
-pub(crate) use stats::LiveCounters;
-pub use stats::LiveStats;
+
+use crate::stats::LiveCounters;
 
 /// Most stream clients served at once by default.
 pub const DEFAULT_MAX_CLIENTS: usize = 8;

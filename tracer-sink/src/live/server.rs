@@ -17,7 +17,7 @@ use tracer_auth::live::{ClientHello, ServerHello, Status, Verdict, CLIENT_HELLO_
 use tracer_auth::SharedKey;
 
 use super::hub::Client;
-use super::stats::{add, LiveCounters};
+use crate::stats::{add, LiveCounters};
 
 /// Time a connection has to answer the sink's hello.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -2,6 +2,7 @@
 //! [`SinkStats`] snapshot of them (its fields and its human table are in
 //! `report.rs`).
 
+mod live;
 mod report;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,9 +14,10 @@ use tracer_codec::{ClockState, DecodeError};
 
 use crate::agents::{AgentState, AgentTable, AgentTotals, SINK_REASONS};
 use crate::freshness::{Freshness, FRESHNESS_REASONS};
-use crate::live::LiveCounters;
 use crate::peers::{Peer, PeerTable, SinkKeys, AUTH_REASONS};
 
+pub use live::LiveStats;
+pub(crate) use live::{add, LiveCounters};
 pub use report::{clock_source_name, AgentStats, SinkStats};
 
 /// Distinct source addresses whose rejects are counted separately; the

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use tracer_codec::ClockSource;
 
+use super::live::LiveStats;
 use crate::agents::AgentTotals;
-use crate::live::LiveStats;
 
 /// One agent's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

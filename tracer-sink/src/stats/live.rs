@@ -1,4 +1,4 @@
-//! What the live outputs count, shared between the threads that count it
+//! What the live outputs (crate::live) count, shared between the threads that count it
 //! (the TAP's writer thread, the stream's acceptor and client tasks, the
 //! writer) and the stats snapshot: [`LiveCounters`], read into the
 //! serialisable [`LiveStats`].
