@@ -747,7 +747,7 @@ fn agent_values_run() {
         for v in values {
             runs += 1;
             let mut c = Command::new(bin("tracer-agent"));
-            if write_only.iter().any(|o| *o == name) {
+            if write_only.contains(&name.to_string()) {
                 c.arg("--write").arg(out.path());
             } else {
                 c.args(["--sink", "127.0.0.1:9"]);
