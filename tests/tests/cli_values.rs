@@ -95,6 +95,14 @@ const AGENT: Binary = Binary {
         ("simulate-oscillator", "oscillator_specs_are_checked"),
         ("oscillator-truth", "a path written at start"),
         ("key-file", "tracer-agent tests/key_file.rs"),
+        (
+            "write",
+            "e2e_write::write_traces_one_host_into_rotated_files",
+        ),
+        (
+            "file-prefix",
+            "sink_file_prefix_is_checked (the sink's parser: tracer_sink::WriterArgs)",
+        ),
     ],
 };
 
@@ -729,11 +737,22 @@ fn agent_values_run() {
     }
     let mut failures = Vec::new();
     let mut runs = 0;
+    let out = tempfile::tempdir().unwrap();
+    let write_only = agent_write_only_options();
+    assert!(
+        write_only.iter().any(|o| o == "rotate-size"),
+        "{write_only:?}"
+    );
     for (name, values) in admitted_values(&AGENT) {
         for v in values {
             runs += 1;
             let mut c = Command::new(bin("tracer-agent"));
-            c.args(["--sink", "127.0.0.1:9", "--probes", "tx"]);
+            if write_only.contains(&name.to_string()) {
+                c.arg("--write").arg(out.path());
+            } else {
+                c.args(["--sink", "127.0.0.1:9"]);
+            }
+            c.args(["--probes", "tx"]);
             if name != "clock-lock-timeout" {
                 c.args(["--clock-lock-timeout", "0"]);
             }
@@ -750,6 +769,24 @@ fn agent_values_run() {
     }
     eprintln!("tracer-agent: {runs} accepted values run for real");
     assert_none(failures);
+}
+
+/// The agent's options that apply only with `--write` (its writer's):
+/// those its --help lists under "Writing files (with --write)".
+fn agent_write_only_options() -> Vec<String> {
+    let (_, help, _) = tracer_e2e::procs::run({
+        let mut c = Command::new(bin("tracer-agent"));
+        c.arg("--help");
+        c
+    });
+    help.lines()
+        .skip_while(|l| !l.starts_with("Writing files (with --write):"))
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .filter_map(|l| l.split([' ', '=']).next())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Run `b` with `args` and the first sentinel; `Ok(())` when refused with

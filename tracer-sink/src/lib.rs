@@ -42,6 +42,7 @@ pub mod agents;
 mod batch;
 pub mod clock;
 pub mod config;
+pub mod embedded;
 pub mod error;
 mod fasthash;
 pub mod freshness;
@@ -57,6 +58,7 @@ pub mod stats;
 mod summary;
 pub mod timesync;
 mod writer;
+pub mod writer_args;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -68,12 +70,14 @@ pub use crate::clock::SinkClock;
 pub use crate::config::{
     parse_rcvbuf, parse_rotate_size, parse_size, prepare_output_dir, SinkConfig,
 };
+pub use crate::embedded::EmbeddedSink;
 pub use crate::error::SinkError;
 pub use crate::live::LiveStreamConfig;
 pub use crate::pcapng::{interface_description, EPB_PACKETID, PAD_BLOCK};
 pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
 pub use crate::stats::{AgentStats, LiveStats, SinkStats};
+pub use crate::writer_args::WriterArgs;
 
 /// Batches in flight between the receive task and the writer. When the
 /// writer falls behind, the receive task waits and the socket buffer fills

@@ -11,8 +11,8 @@ use clap::Parser;
 use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
 use tracer_sink::{
-    bind_udp, parse_rcvbuf, parse_rotate_size, prepare_output_dir, LiveStreamConfig, SinkClock,
-    SinkConfig, SinkError, SinkKeys, SinkStats,
+    bind_udp, parse_rcvbuf, prepare_output_dir, LiveStreamConfig, SinkClock, SinkConfig, SinkError,
+    SinkKeys, SinkStats, WriterArgs,
 };
 
 const AFTER_HELP: &str = "\
@@ -46,17 +46,6 @@ struct Cli {
     #[arg(long, value_name = "DIR", default_value = "traces")]
     output: PathBuf,
 
-    /// Start a new file when the current one reaches SIZE bytes
-    /// (suffixes K, M, G, T: powers of 1024). Default: no size rotation.
-    /// [range: 64K..=1T]
-    #[arg(long, value_name = "SIZE", value_parser = parse_rotate_size)]
-    rotate_size: Option<u64>,
-
-    /// Start a new file every SECS seconds; 0 (the default): no time
-    /// rotation. [range: 0 or 1..=604800 s]
-    #[arg(long, value_name = "SECS", default_value = "0", value_parser = tracer_cli::secs_or_zero(1.0, 604_800.0))]
-    rotate_interval: Duration,
-
     /// Print stats every SECS seconds to stdout; 0 prints them only at exit.
     /// [range: 0 or 0.1..=86400 s]
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = tracer_cli::secs_or_zero(0.1, 86_400.0))]
@@ -66,19 +55,6 @@ struct Cli {
     #[arg(long)]
     json: bool,
 
-    /// Reorder window in milliseconds: an event is written once it is this
-    /// much older than the newest event seen (or has waited this long);
-    /// 0 writes events in arrival order. [range: 0..=60000 ms]
-    #[arg(long, value_name = "MS", default_value = "250", value_parser = tracer_cli::millis(0, 60_000))]
-    reorder_window_ms: Duration,
-
-    /// Most events held for reordering; past it the oldest is written at
-    /// once (bounds memory: roughly 130 bytes per event).
-    /// [range: 1..=100000000]
-    #[arg(long, value_name = "N", default_value_t = SinkConfig::DEFAULT_REORDER_MAX_EVENTS,
-        value_parser = tracer_cli::int(1usize, MAX_REORDER_EVENTS))]
-    reorder_max_events: usize,
-
     /// Socket receive buffer in bytes (suffixes K, M, G), or 0 for the
     /// kernel's default. Set with SO_RCVBUFFORCE when root, else
     /// SO_RCVBUF, which net.core.rmem_max caps (the sink then warns with
@@ -86,29 +62,8 @@ struct Cli {
     #[arg(long, value_name = "BYTES", default_value = "32M", value_parser = parse_rcvbuf)]
     rcvbuf: u64,
 
-    /// File name prefix: 1 to 128 bytes, no '/', no control or
-    /// bidirectional formatting characters (which could disguise a file's
-    /// extension).
-    #[arg(long, value_name = "PREFIX", default_value = "trace", value_parser = tracer_cli::file_name_part)]
-    file_prefix: String,
-
-    /// Write each event's one-line summary as its packet comment, for
-    /// readers without the dissector (capinfos, editcap, other tools).
-    /// Off by default: about 64 bytes more per event and some 40 % more
-    /// sink CPU per event, and Wireshark with the dissector shows the same
-    /// line in its Info column.
-    #[arg(long)]
-    comments: bool,
-
-    /// The default (comments became opt-in); still accepted so that
-    /// scripts passing it keep working.
-    #[arg(long, hide = true, conflicts_with = "comments")]
-    no_comments: bool,
-
-    /// Seconds to wait before trying a new file after a write failure
-    /// (full disk, unwritable directory). [range: 1..=3600 s]
-    #[arg(long, value_name = "SECS", default_value = "5", value_parser = tracer_cli::secs(1.0, 3600.0))]
-    retry_interval: Duration,
+    #[command(flatten)]
+    writer: WriterArgs,
 
     /// The sink's own clock, which agents started with `--clock sink` follow
     /// through a kernel-stamped two-way exchange, and which stamps events of
@@ -212,9 +167,6 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Largest `--reorder-max-events` (about 13 GB of held events).
-const MAX_REORDER_EVENTS: usize = 100_000_000;
-
 fn real_main(cli: Cli) -> Result<()> {
     // One thread for the receive task, signals and stats; the writer gets
     // its own thread: two cores, two busy threads.
@@ -266,22 +218,15 @@ async fn serve(cli: Cli) -> Result<()> {
         }
         None => None,
     };
-    let mut config = SinkConfig {
+    let mut config = cli.writer.apply(SinkConfig {
         keys: keys.clone(),
-        file_prefix: cli.file_prefix.clone(),
-        rotate_size_bytes: cli.rotate_size,
-        rotate_interval: nonzero(cli.rotate_interval),
-        reorder_window: cli.reorder_window_ms,
-        reorder_max_events: cli.reorder_max_events,
-        comments: cli.comments && !cli.no_comments,
-        retry_interval: cli.retry_interval,
         stats_interval: nonzero(cli.stats_interval),
         agent_idle_timeout: nonzero(cli.agent_idle_timeout),
         stats_max_agents: cli.stats_max_agents,
         live_iface: cli.live_iface.clone(),
         live_stream,
         ..SinkConfig::new(&cli.output)
-    };
+    });
     prepare_output_dir(&cli.output).context("pass a writable --output directory")?;
     // Before "started" is logged: a SIGTERM sent as soon as the sink says
     // it runs must stop it cleanly, not kill it.

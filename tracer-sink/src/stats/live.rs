@@ -1,6 +1,6 @@
-//! What the live outputs (crate::live) count, shared between the threads that count it
-//! (the TAP's writer thread, the stream's acceptor and client tasks, the
-//! writer) and the stats snapshot: [`LiveCounters`], read into the
+//! What the live outputs (`crate::live`) count, shared between the
+//! threads that count it (the TAP's writer thread, the stream's acceptor
+//! and client tasks, the writer) and the stats snapshot: [`LiveCounters`], read into the
 //! serialisable [`LiveStats`].
 
 use std::sync::atomic::{AtomicU64, Ordering};

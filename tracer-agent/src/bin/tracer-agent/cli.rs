@@ -11,7 +11,9 @@ use tracer_agent::probes::{known_probe_names, probe_by_name, probes_help, ProbeS
 use tracer_agent::sender::BatchSend;
 
 /// nettrace agent: capture kernel network events with eBPF probes and send
-/// them to a tracer-sink, every stamp converted to the global time axis.
+/// them to a tracer-sink (--sink), or write them to pcapng files itself
+/// (--write: one host, one program), every stamp converted to the global
+/// time axis.
 ///
 /// The tx probe turns on BPF TX timestamping (Linux >= 6.15) for the
 /// established TCP sockets of this network namespace under --cgroup and
@@ -29,8 +31,10 @@ use tracer_agent::sender::BatchSend;
 #[derive(Debug, Parser)]
 #[command(
     version,
+    group = clap::ArgGroup::new("output").required(true).args(["sink", "write"]),
     after_help = "\
 Examples:
+  tracer-agent --write traces/ --probes tx,rx,drops,tcp   # one host, no sink
   tracer-agent --sink 10.0.0.2:7420 --probes tx
   tracer-agent --sink 10.0.0.2:7420 --probes tx --sample-every 100 --stats-interval 5
   tracer-agent --sink 10.0.0.2:7420 --probes tx,rx
@@ -49,7 +53,19 @@ pub(crate) struct Cli {
     /// address (`[v6]:PORT` for IPv6) or a host name, resolved once at
     /// start (the first address it resolves to is used).
     #[arg(long, value_name = "HOST:PORT", value_parser = tracer_cli::host_port)]
-    pub(crate) sink: SocketAddr,
+    pub(crate) sink: Option<SocketAddr>,
+
+    /// Write the trace to pcapng files in DIR (created if missing) instead
+    /// of sending it to a sink: the agent runs tracer-sink's writer itself,
+    /// on a loopback port of its network namespace (which needs its
+    /// loopback interface up), with the same files, rotation, reorder
+    /// window, statistics and loss accounting as a sink. The options under
+    /// "Writing files" apply.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) write: Option<PathBuf>,
+
+    #[command(flatten, next_help_heading = "Writing files (with --write)")]
+    pub(crate) writer: tracer_sink::WriterArgs,
 
     #[arg(
         long,

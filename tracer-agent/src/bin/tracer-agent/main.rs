@@ -5,12 +5,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{bail, Context};
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 use clocksync::{SanityConfig, SourceSpec};
 use tracer_agent::clock::ClockConfig;
 use tracer_agent::pipeline::AgentIdentity;
 use tracer_agent::probes::in_registry_order;
 use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, AgentKeys, NetnsFilter};
+use tracer_sink::{EmbeddedSink, SinkConfig, SinkKeys, SinkStats, WriterArgs};
 
 mod cli;
 use cli::{Cli, ClockArg};
@@ -58,38 +60,66 @@ fn main() -> std::process::ExitCode {
 }
 
 fn real_main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some(problem) = writer_option_without_write(&matches) {
+        bail!("{problem}");
+    }
     let sanity = SanityConfig {
         enabled: !cli.no_servo_sanity,
         max_change_ns: cli.servo_max_change.0,
         max_freq_change_ppb: cli.servo_max_freq_change,
         ..SanityConfig::default()
     };
+    let key = match &cli.key_file {
+        Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
+        None => None,
+    };
+    // Before the clock and the probes: a bad directory fails at once.
+    let embedded = match &cli.write {
+        Some(dir) => {
+            let config = cli.writer.apply(SinkConfig {
+                keys: key.as_ref().map(SinkKeys::from_shared),
+                stats_interval: None,
+                ..SinkConfig::new(dir)
+            });
+            let sink = EmbeddedSink::start(config)
+                .with_context(|| format!("--write {}", dir.display()))?;
+            tracing::info!(dir = %dir.display(), port = %sink.addr(), "writing pcapng files (embedded sink)");
+            Some(sink)
+        }
+        None => None,
+    };
+    let sink = match (&embedded, cli.sink) {
+        (Some(e), _) => e.addr(),
+        (None, Some(a)) => a,
+        (None, None) => bail!("give --sink HOST:PORT or --write DIR"),
+    };
     let clock = match cli.clock {
         ClockArg::Spec(spec) => spec,
+        ClockArg::Sink if embedded.is_some() => bail!(
+            "--clock sink follows a remote sink's clock, and --write has none: \
+             use --clock system (the default) or a PTP hardware clock (phc:/dev/ptpN, iface:NAME)"
+        ),
         ClockArg::Sink => {
             let port = match cli.clock_port {
                 Some(p) => p,
-                None => cli.sink.port().checked_add(1).context(
+                None => sink.port().checked_add(1).context(
                     "the sink port is 65535: pass --clock-port with the sink's clock responder port",
                 )?,
             };
-            SourceSpec::Sink(SocketAddr::new(cli.sink.ip(), port))
+            SourceSpec::Sink(SocketAddr::new(sink.ip(), port))
         }
     };
     let self_endpoints = if cli.trace_self {
         Vec::new()
     } else {
-        tracer_agent::self_traffic::agent_endpoints(cli.sink, cli.clock_port, &clock)
-    };
-    let key = match &cli.key_file {
-        Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
-        None => None,
+        tracer_agent::self_traffic::agent_endpoints(sink, cli.clock_port, &clock)
     };
     install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
     let stop = &STOP;
     let cfg = AgentConfig {
-        sink: cli.sink,
+        sink,
         probes: in_registry_order(&cli.probes),
         cgroup: cli
             .cgroup
@@ -147,15 +177,51 @@ fn real_main() -> anyhow::Result<()> {
         },
     };
     let stats = run(&cfg, stop)?;
-    print_stats(&stats, cfg.json, true);
+    let Some(embedded) = embedded else {
+        print_stats(&stats, cfg.json, true);
+        return Ok(());
+    };
+    // The agent has sent everything and had it acknowledged: the sink
+    // writes what it holds and closes the file.
+    let written = embedded
+        .finish()
+        .context("the embedded sink (--write) failed")?;
+    print_with_writer(&stats, &written, cfg.json);
     Ok(())
+}
+
+/// A file writing option given without `--write`, which it needs.
+fn writer_option_without_write(matches: &clap::ArgMatches) -> Option<String> {
+    if matches.value_source("write").is_some() {
+        return None;
+    }
+    let id = WriterArgs::ids()
+        .into_iter()
+        .find(|id| matches.value_source(id) == Some(ValueSource::CommandLine))?;
+    Some(format!(
+        "--{} applies to the files of --write; with --sink, give it to the sink",
+        id.replace('_', "-")
+    ))
+}
+
+/// The final statistics of `--write`: the agent's, then its writer's
+/// (the sink's figures: events written, losses, files).
+fn print_with_writer(stats: &tracer_agent::stats::AgentStats, writer: &SinkStats, json: bool) {
+    if json {
+        let v = serde_json::json!({ "final": true, "stats": stats, "writer": writer });
+        println!("{v}");
+    } else {
+        print_stats(stats, false, true);
+        println!("final writer (--write) statistics");
+        print!("{}", writer.to_table());
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::cli::*;
     use super::*;
-    use clap::CommandFactory;
+    use clap::Parser;
     use clocksync::MaxChange;
     use tracer_agent::probes::known_probe_names;
     use tracer_agent::sender::BatchSend;
@@ -177,6 +243,44 @@ mod tests {
         for bad in ["", "GSO2", "1", "sendmmsg"] {
             assert!(parse(&["--batch-send", bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn write_or_sink_is_needed_and_not_both() {
+        let c = Cli::try_parse_from(["tracer-agent", "--write", "out"]).unwrap();
+        assert_eq!(c.write.as_deref(), Some(std::path::Path::new("out")));
+        assert!(c.sink.is_none());
+        let e = Cli::try_parse_from(["tracer-agent"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert!(e.to_string().contains("--sink"), "{e}");
+        let e = parse(&["--write", "out"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn file_options_need_write() {
+        let m = |args: &[&str]| {
+            Cli::command()
+                .try_get_matches_from(["tracer-agent"].iter().chain(args))
+                .unwrap()
+        };
+        let problem =
+            writer_option_without_write(&m(&["--sink", "127.0.0.1:9", "--rotate-size", "1M"]));
+        assert!(problem
+            .unwrap()
+            .contains("--rotate-size applies to the files of --write"));
+        assert!(writer_option_without_write(&m(&["--sink", "127.0.0.1:9"])).is_none());
+        assert!(writer_option_without_write(&m(&[
+            "--write",
+            "d",
+            "--rotate-size",
+            "1M",
+            "--comments"
+        ]))
+        .is_none());
+        let c =
+            Cli::try_parse_from(["tracer-agent", "--write", "d", "--rotate-size", "1M"]).unwrap();
+        assert_eq!(c.writer.rotate_size, Some(1 << 20));
     }
 
     #[test]
@@ -220,10 +324,11 @@ mod tests {
     #[test]
     fn sink_takes_host_names_and_addresses() {
         let c = Cli::try_parse_from(["tracer-agent", "--sink", "localhost:7420"]).unwrap();
-        assert!(c.sink.ip().is_loopback(), "{}", c.sink);
-        assert_eq!(c.sink.port(), 7420);
+        let sink = c.sink.unwrap();
+        assert!(sink.ip().is_loopback(), "{sink}");
+        assert_eq!(sink.port(), 7420);
         let c = Cli::try_parse_from(["tracer-agent", "--sink", "[::1]:9"]).unwrap();
-        assert_eq!(c.sink, "[::1]:9".parse().unwrap());
+        assert_eq!(c.sink, Some("[::1]:9".parse().unwrap()));
         for bad in [
             "localhost",
             "localhost:x",
