@@ -31,12 +31,19 @@
 //!   rate ([`limits`]), idle ones expired; gap tracking at most
 //!   [`seq::MAX_GAP_RANGES`] ranges per agent and
 //!   [`agents::MAX_TOTAL_GAP_RANGES`] in all (about 12 MB);
-//! - rejects by source: [`stats::MAX_REJECT_SOURCES`] addresses.
+//! - rejects by source: [`stats::MAX_REJECT_SOURCES`] addresses;
+//! - the live interface (`live_iface`): at most 64 chunks of 64 KiB
+//!   queued for its writer thread (`tracer_live::iface`);
+//! - the live stream (`live_stream`): at most `max_clients` clients, each
+//!   with at most `client_queue_chunks` hand-overs of 256 KiB (8 MiB by
+//!   default) queued; the stream's header (SHB and IDBs) at most 4096
+//!   interfaces before a new section starts ([`live`]).
 //!
 //! Loss is never silent: rejected datagrams are counted by reason and by
 //! source; sequence gaps and agent-side losses per agent (and in each
 //! file's Interface Statistics Blocks); events the sink itself could not
-//! write as `sink_write_lost`.
+//! write as `sink_write_lost`; live frames and stream events not shown,
+//! and stream clients cut or refused, under `live`.
 
 pub mod agents;
 mod batch;

@@ -19,6 +19,8 @@ const AFTER_HELP: &str = "\
 Examples:
   tracer-sink --listen 0.0.0.0:7420 --output traces/
   tracer-sink --output /var/lib/traces --rotate-size 512M --rotate-interval 3600 --json
+  tracer-sink --output traces/ --live-iface nettrace0     # then: wireshark -k -i nettrace0
+  tracer-sink --output traces/ --live-listen 0.0.0.0:7431 --key-file nettrace.key
 
 New agents are admitted at a limited rate per source address (a sender
 that invents agent ids cannot fill the agent table), and a datagram whose
