@@ -191,6 +191,27 @@ fn a_name_held_by_another_kind_of_interface_is_refused() {
 }
 
 #[test]
+fn without_cap_net_admin_the_error_says_so() {
+    if !require_root() {
+        return;
+    }
+    in_new_netns(|| {
+        // Only this thread becomes nobody (the raw syscall, unlike libc's
+        // setresuid, does not change the other threads), and losing uid 0
+        // clears its capabilities.
+        // SAFETY: setresuid takes three integers; it affects this thread only.
+        let rc = unsafe { libc::syscall(libc::SYS_setresuid, 65534, 65534, 65534) };
+        assert_eq!(rc, 0, "setresuid: {}", std::io::Error::last_os_error());
+        match Tap::create("ntlive0") {
+            Err(e @ LiveError::NeedsNetAdmin { .. }) => {
+                assert!(e.to_string().contains("CAP_NET_ADMIN"), "{e}")
+            }
+            other => panic!("unprivileged create: {other:?}"),
+        }
+    });
+}
+
+#[test]
 fn a_bad_name_is_refused_before_any_syscall() {
     let e = Tap::create("bad/name").unwrap_err();
     assert!(matches!(e, LiveError::BadName { .. }));
