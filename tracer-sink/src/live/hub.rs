@@ -221,3 +221,128 @@ fn new_section() -> Result<PcapNgWriter<Vec<u8>>, SinkError> {
     PcapNgWriter::with_section_header(Vec::new(), section_header())
         .map_err(|e| SinkError::Encode(format!("live stream section header: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use pcap_file::pcapng::{Block, PcapNgReader};
+
+    fn agent(index: u32) -> AgentInfo {
+        AgentInfo {
+            index,
+            agent_id: u64::from(index) + 1,
+            host: format!("h{index}"),
+            clock_source: 0,
+            incarnation: 1,
+            source: "127.0.0.1:9".parse().unwrap(),
+        }
+    }
+
+    fn meta(agent: u32, seq: u64) -> EventMeta {
+        EventMeta {
+            ts_ns: 1000 + seq,
+            event_seq: seq,
+            agent,
+            start: 0,
+            len: 0,
+            clock_source: 0,
+            clock_state: 2,
+        }
+    }
+
+    /// Block kinds of a byte stream, 'S' 'I' 'E', with each EPB's interface.
+    fn kinds(bytes: &[u8]) -> Vec<(char, u32)> {
+        let mut r = PcapNgReader::new(bytes).expect("starts with an SHB");
+        let mut v = vec![('S', 0)];
+        while let Some(b) = r.next_block() {
+            match b.expect("whole block").0 {
+                Block::SectionHeader(_) => v.push(('S', 0)),
+                Block::InterfaceDescription(_) => v.push(('I', 0)),
+                Block::EnhancedPacket(e) => v.push(('E', e.interface_id)),
+                _ => v.push(('?', 0)),
+            }
+        }
+        v
+    }
+
+    fn join(hub: &mut Hub, tx: &std::sync::mpsc::Sender<Client>) -> mpsc::Receiver<Arc<Vec<u8>>> {
+        let (ctx, crx) = mpsc::channel(1 << 16);
+        tx.send(Client {
+            tx: ctx,
+            cut: Arc::new(Notify::new()),
+            peer: "127.0.0.1:1".parse().unwrap(),
+        })
+        .unwrap();
+        hub.flush();
+        crx
+    }
+
+    fn drain(rx: &mut mpsc::Receiver<Arc<Vec<u8>>>) -> Vec<u8> {
+        let mut v = Vec::new();
+        while let Ok(c) = rx.try_recv() {
+            v.extend_from_slice(&c);
+        }
+        v
+    }
+
+    #[test]
+    fn a_new_section_starts_past_the_interface_bound() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut hub = Hub::new(rx, Arc::new(LiveCounters::default())).unwrap();
+        let mut early = join(&mut hub, &tx);
+        let rec = [3u8, 0, 0, 0];
+        for i in 0..=MAX_STREAM_IFACES as u32 {
+            let a = agent(i);
+            hub.event(
+                1,
+                &a,
+                &CaptureHeader::new(a.agent_id, &a.host),
+                &meta(i, 0),
+                &rec,
+            );
+        }
+        hub.flush();
+        let k = kinds(&drain(&mut early));
+        // SHB, then IDB + EPB per agent up to the bound; the next agent
+        // opens a second section where it is interface 0.
+        let shbs: Vec<usize> = (0..k.len()).filter(|&i| k[i].0 == 'S').collect();
+        assert_eq!(shbs.len(), 2, "two sections");
+        assert_eq!(k[shbs[1]..], [('S', 0), ('I', 0), ('E', 0)]);
+        assert_eq!(k[shbs[1] - 1], ('E', MAX_STREAM_IFACES as u32 - 1));
+        // A client joining now gets the second section's header only.
+        let mut late = join(&mut hub, &tx);
+        assert_eq!(kinds(&drain(&mut late)), [('S', 0), ('I', 0)]);
+    }
+
+    #[test]
+    fn a_full_queue_cuts_the_client_and_counts_what_it_missed() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let counters = Arc::new(LiveCounters::default());
+        let mut hub = Hub::new(rx, Arc::clone(&counters)).unwrap();
+        let (ctx, mut crx) = mpsc::channel(1);
+        let cut = Arc::new(Notify::new());
+        tx.send(Client {
+            tx: ctx,
+            cut: Arc::clone(&cut),
+            peer: "127.0.0.1:1".parse().unwrap(),
+        })
+        .unwrap();
+        hub.flush(); // its head fills its queue of one
+        let a = agent(0);
+        let h = CaptureHeader::new(a.agent_id, &a.host);
+        for s in 0..3 {
+            hub.event(1, &a, &h, &meta(0, s), &[3, 0, 0, 0]);
+        }
+        hub.flush();
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(get(&counters.clients_cut), 1);
+        assert_eq!(get(&counters.stream_frames_dropped), 3);
+        assert!(hub.clients.is_empty());
+        // Its task was told; what it holds is the head only.
+        assert!(crx.try_recv().is_ok() && crx.try_recv().is_err());
+        // Later events cost nothing: no client, nothing encoded.
+        hub.event(1, &a, &h, &meta(0, 9), &[3, 0, 0, 0]);
+        assert!(hub.chunk.is_empty());
+    }
+}
