@@ -213,6 +213,11 @@ async fn serve(cli: Cli) -> Result<()> {
             let bound = l.local_addr().unwrap_or(addr);
             tracing::info!(listen = %bound, authenticated = shared_key.is_some(),
                 "live stream listening");
+            if shared_key.is_none() && !bound.ip().is_loopback() {
+                tracing::warn!(listen = %bound,
+                    "the live stream takes any client that reaches this address and shows it \
+                     every event; pass --key-file to require the deployment key");
+            }
             Some(LiveStreamConfig {
                 max_clients: cli.live_max_clients,
                 ..LiveStreamConfig::new(l, shared_key.clone())
