@@ -127,6 +127,8 @@ const SINK: Binary = Binary {
             "key-file",
             "tracer-sink binary::key_file_permissions_are_checked_and_the_key_never_printed",
         ),
+        ("live-iface", "interface_names_are_checked"),
+        ("live-listen", "sink_listens_on_unicast_addresses_only"),
     ],
 };
 
@@ -652,7 +654,9 @@ fn sink_values_run() {
             runs += 1;
             let dir = tempfile::tempdir().unwrap();
             let mut c = Command::new(bin("tracer-sink"));
+            // The live stream too (--live-max-clients requires it).
             c.args(["--listen", "127.0.0.1:0", "--clock-listen", "127.0.0.1:0"])
+                .args(["--live-listen", "127.0.0.1:0"])
                 .arg("--output")
                 .arg(dir.path())
                 .arg(format!("--{name}={v}"));
@@ -858,7 +862,7 @@ fn agent_netns_must_be_a_network_namespace() {
 #[test]
 fn sink_listens_on_unicast_addresses_only() {
     let mut failures = Vec::new();
-    for opt in ["listen", "clock-listen"] {
+    for opt in ["listen", "clock-listen", "live-listen"] {
         for (addr, needle) in [
             ("224.0.0.1:9000", "multicast"),
             ("255.255.255.255:9000", "broadcast"),
@@ -896,6 +900,7 @@ fn interface_names_are_checked() {
     for (b, opt) in [
         (&AGENT, "clock-hw-iface"),
         (&SINK, "clock-hw-iface"),
+        (&SINK, "live-iface"),
         (&CLOCKSYNC, "hw-iface"),
     ] {
         for bad in ["", "a-sixteen-bytes!", "eth0/x", "e\u{202e}th0"] {
