@@ -1,5 +1,5 @@
 //! The Ethernet framing of one capture record on a live interface (pure):
-//! broadcast destination, a fixed locally administered source, EtherType
+//! fixed locally administered unicast addresses, EtherType
 //! [`LIVE_ETHERTYPE`], then the record. No padding: a TAP takes frames
 //! shorter than 60 bytes, and the dissector gets exactly the record.
 
@@ -8,13 +8,14 @@ pub use tracer_codec::LIVE_ETHERTYPE;
 /// Bytes of the Ethernet header.
 pub const ETH_HEADER_LEN: usize = 14;
 
-/// Destination address: broadcast, so that every reader of the interface
-/// sees the frame as addressed to it (the stack drops it anyway: no
-/// protocol handler for the EtherType).
-pub const DST_MAC: [u8; 6] = [0xff; 6];
+/// Destination address: locally administered (bit 1 of the first byte),
+/// unicast, "nt" in the next two bytes. Not broadcast: Wireshark's default
+/// colouring greys out every broadcast frame, and a packet socket (what
+/// dumpcap and tcpdump read) gets the frame whatever its destination; the
+/// stack drops it either way, no handler knowing the EtherType.
+pub const DST_MAC: [u8; 6] = [0x02, b'n', b't', 0x00, 0x00, 0x00];
 
-/// Source address: locally administered (bit 1 of the first byte),
-/// unicast, "nt" then "live" in the low bytes.
+/// Source address: as [`DST_MAC`], ending in 1.
 pub const SRC_MAC: [u8; 6] = [0x02, b'n', b't', 0x00, 0x00, 0x01];
 
 /// The Ethernet header of every frame.
@@ -60,12 +61,13 @@ mod tests {
         let mut out = vec![9u8];
         let n = append_frame(&mut out, &[1, 2, 3], &[4, 5], |h| h[1] = 7);
         assert_eq!(n, ETH_HEADER_LEN + 5);
-        assert_eq!(&out[1..7], &[0xff; 6]);
+        assert_eq!(&out[1..7], &DST_MAC);
         assert_eq!(&out[7..13], &SRC_MAC);
         // EtherType in network order.
         assert_eq!(&out[13..15], &[0x88, 0xB5]);
         assert_eq!(&out[15..], &[1, 7, 3, 4, 5]);
-        // Locally administered, unicast source.
+        // Locally administered, unicast addresses.
         assert_eq!(SRC_MAC[0] & 0b11, 0b10);
+        assert_eq!(DST_MAC[0] & 0b11, 0b10);
     }
 }
