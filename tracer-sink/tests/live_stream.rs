@@ -268,6 +268,7 @@ async fn wrong_or_missing_keys_and_clients_past_the_limit_are_refused() {
 async fn a_client_that_stops_reading_is_cut_loose_and_the_file_gets_everything() {
     let (mut live, addr) = stream_config(None);
     live.client_queue_chunks = 2;
+    live.max_clients = 1;
     let sink = TestSink::start(|c| SinkConfig {
         live_stream: Some(live),
         ..c
@@ -308,11 +309,16 @@ async fn a_client_that_stops_reading_is_cut_loose_and_the_file_gets_everything()
             }
         }
     });
-    let (stats, _dir) = sink.stop().await;
     assert!(
         ended.await.unwrap(),
         "the slow client's connection was not closed"
     );
+    // Its place is free again (one client at most here).
+    let again = tokio::task::spawn_blocking(move || connect(addr, None).map(drop))
+        .await
+        .unwrap();
+    assert!(again.is_ok(), "{again:?}");
+    let (stats, _dir) = sink.stop().await;
     assert_eq!(stats.events_accepted, sent as u64);
     assert_eq!(
         stats.events_written, sent as u64,

@@ -54,23 +54,23 @@ impl Server {
     /// One connection: the handshake, then its stream.
     async fn client(self: Arc<Self>, mut sock: TcpStream, peer: SocketAddr) {
         let _ = sock.set_nodelay(true);
-        let accepted =
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handshake(&mut sock)).await {
-                Ok(Ok(a)) => a,
-                Ok(Err(e)) => {
-                    add(&self.counters.clients_handshake_failed, 1);
-                    tracing::info!(%peer, error = %e, "live stream: handshake failed");
-                    false
-                }
-                Err(_) => {
-                    add(&self.counters.clients_handshake_failed, 1);
-                    tracing::info!(%peer, "live stream: no handshake within {HANDSHAKE_TIMEOUT:?}");
-                    false
-                }
-            };
-        if !accepted {
-            return;
-        }
+        // Held for as long as the client is served; given back on drop,
+        // whatever ends the task.
+        let _place = match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handshake(&mut sock)).await
+        {
+            Ok(Ok(Some(place))) => place,
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                add(&self.counters.clients_handshake_failed, 1);
+                tracing::info!(%peer, error = %e, "live stream: handshake failed");
+                return;
+            }
+            Err(_) => {
+                add(&self.counters.clients_handshake_failed, 1);
+                tracing::info!(%peer, "live stream: no handshake within {HANDSHAKE_TIMEOUT:?}");
+                return;
+            }
+        };
         add(&self.counters.clients_connected, 1);
         let (tx, mut rx) = mpsc::channel::<Arc<Vec<u8>>>(self.queue_chunks);
         let cut = Arc::new(Notify::new());
@@ -109,12 +109,11 @@ impl Server {
                 let _ = socket2::SockRef::from(wr.as_ref()).set_linger(Some(Duration::ZERO));
             }
         }
-        self.counters.clients_live.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// The sink's side of the handshake; true when the client is accepted
-    /// (it then holds one of the `max_clients` places).
-    async fn handshake(&self, sock: &mut TcpStream) -> std::io::Result<bool> {
+    /// The sink's side of the handshake; the client's place among the
+    /// `max_clients` when it is accepted.
+    async fn handshake(&self, sock: &mut TcpStream) -> std::io::Result<Option<Place>> {
         let hello = ServerHello {
             key_required: self.key.is_some(),
             nonce: nonce()?,
@@ -123,24 +122,14 @@ impl Server {
         let mut b = [0u8; CLIENT_HELLO_LEN];
         sock.read_exact(&mut b).await?;
         let reply = ClientHello::decode(&b);
-        let place = self
-            .counters
-            .clients_live
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.max_clients as u64).then_some(n + 1)
-            })
-            .is_ok();
-        let offer = if place {
+        let place = Place::take(&self.counters, self.max_clients);
+        let offer = if place.is_some() {
             Status::Ok
         } else {
             Status::TooManyClients
         };
         let verdict = Verdict::decide(&hello, &reply, self.key.as_deref(), offer);
         let sent = sock.write_all(&verdict.encode()).await;
-        let ok = verdict.status == Status::Ok && sent.is_ok();
-        if place && !ok {
-            self.counters.clients_live.fetch_sub(1, Ordering::Relaxed);
-        }
         match verdict.status {
             Status::Ok => {}
             Status::BadTag => {
@@ -155,7 +144,30 @@ impl Server {
             }
         }
         sent?;
-        Ok(ok)
+        Ok(place.filter(|_| verdict.status == Status::Ok))
+    }
+}
+
+/// One of the `max_clients` places (counted in `clients_live`), given
+/// back when dropped.
+struct Place(Arc<LiveCounters>);
+
+impl Place {
+    /// A place, if fewer than `max` are taken.
+    fn take(counters: &Arc<LiveCounters>, max: usize) -> Option<Place> {
+        counters
+            .clients_live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max as u64).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Place(Arc::clone(counters)))
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.clients_live.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
