@@ -27,6 +27,8 @@ const FLOW_PORT: u16 = 5432;
 /// The unprivileged user tshark runs as (root's tshark ignores
 /// WIRESHARK_EXTCAP_DIR, as Wireshark ignores it for any privileged user).
 const USER: &str = "nobody";
+/// Its group.
+const GROUP: &str = "nogroup";
 
 /// A folder the unprivileged user owns: its HOME, the extcap folder with a
 /// copy of nettrace-extcap, the key files and the capture.
@@ -89,7 +91,17 @@ impl UserDir {
             None => Command::new("env"),
         };
         if tracer_e2e::netns::is_root() {
-            c.args(["runuser", "-u", USER, "--"]);
+            // setpriv execs tshark in its place (runuser would stay as its
+            // parent and not pass SIGINT on, as su does not).
+            c.args([
+                "setpriv",
+                "--reuid",
+                USER,
+                "--regid",
+                GROUP,
+                "--clear-groups",
+                "--",
+            ]);
         }
         c.arg("env")
             .arg(format!("HOME={}", self.path("home").display()))
@@ -168,7 +180,7 @@ fn an_extcap_capture_receives_the_sinks_live_events() {
                 "-o",
                 &sink_pref,
                 "-o",
-                &format!("extcap.nettrace.key-file:{}", user_key.display()),
+                &format!("extcap.nettrace.keyfile:{}", user_key.display()),
                 "-w",
                 capture.to_str().unwrap(),
             ],
@@ -186,7 +198,7 @@ fn an_extcap_capture_receives_the_sinks_live_events() {
             "-o",
             &sink_pref,
             "-o",
-            &format!("extcap.nettrace.key-file:{}", wrong_key.display()),
+            &format!("extcap.nettrace.keyfile:{}", wrong_key.display()),
             "-a",
             "duration:3",
         ],
