@@ -49,7 +49,7 @@ impl EmbeddedSink {
         let thread = std::thread::Builder::new()
             .name("embedded-sink".into())
             .spawn(move || {
-                rt.block_on(crate::run(socket, config, async {
+                rt.block_on(crate::service::run(socket, config, async {
                     // A dropped sender stops it too.
                     let _ = stopped.await;
                 }))
