@@ -17,6 +17,46 @@ pub const MAX_ROTATE_SIZE: u64 = 1 << 40;
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 use crate::peers::SinkKeys;
 
+/// How trace files are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Plain pcapng (`.pcapng`).
+    None,
+    /// zstd-compressed pcapng (`.pcapng.zst`) at this zstd level, which
+    /// Wireshark and tshark open directly.
+    Zstd {
+        /// zstd level, [`Compression::MIN_LEVEL`]..=[`Compression::MAX_LEVEL`]
+        /// except 0.
+        level: i32,
+    },
+}
+
+impl Compression {
+    /// Level of `--compress zstd` without `--compress-level`.
+    pub const DEFAULT_LEVEL: i32 = 1;
+    /// Fastest level offered (zstd's negative levels trade size for speed).
+    pub const MIN_LEVEL: i32 = -7;
+    /// Slowest level offered (above it zstd wants more memory than a
+    /// frame of the sink's can use).
+    pub const MAX_LEVEL: i32 = 19;
+
+    /// The file name suffix after the stem.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Compression::None => "pcapng",
+            Compression::Zstd { .. } => "pcapng.zst",
+        }
+    }
+
+    /// Name in the stats (`none`, `zstd`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Zstd { .. } => "zstd",
+        }
+    }
+}
+
 /// Everything [`crate::run`] needs to know besides the socket.
 ///
 /// Built by the binary from its flags; tests build it directly with
@@ -25,7 +65,8 @@ use crate::peers::SinkKeys;
 pub struct SinkConfig {
     /// Directory that receives the pcapng files (created if missing).
     pub output_dir: PathBuf,
-    /// File name prefix: `<prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng`.
+    /// File name prefix: `<prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng`
+    /// (`.pcapng.zst` when compressed).
     pub file_prefix: String,
     /// Start a new file once the current one reaches this many bytes.
     pub rotate_size_bytes: Option<u64>,
@@ -57,6 +98,8 @@ pub struct SinkConfig {
     /// Agents listed one by one in a stats snapshot at most (the ones with
     /// the most events); the others are added up.
     pub stats_max_agents: usize,
+    /// Plain or zstd-compressed files (`--compress`).
+    pub compression: Compression,
     /// Keys from `--key-file`: only datagrams tagged with the deployment
     /// key are accepted, replays are refused, acknowledgements are tagged.
     /// `None` accepts every well-formed datagram (tags unchecked).
@@ -105,6 +148,15 @@ impl SinkConfig {
                 )));
             }
         }
+        if let Compression::Zstd { level } = self.compression {
+            if level == 0 || !(Compression::MIN_LEVEL..=Compression::MAX_LEVEL).contains(&level) {
+                return Err(SinkError::Config(format!(
+                    "zstd level {level} is outside {}..=-1 and 1..={}",
+                    Compression::MIN_LEVEL,
+                    Compression::MAX_LEVEL
+                )));
+            }
+        }
         if self.reorder_max_events == 0 {
             return Err(SinkError::Config(
                 "reorder_max_events 0: at least one event must be held".to_owned(),
@@ -130,6 +182,7 @@ impl SinkConfig {
             agent_idle_timeout: Some(Self::DEFAULT_AGENT_IDLE_TIMEOUT),
             stats_max_agents: Self::DEFAULT_STATS_MAX_AGENTS,
             keys: None,
+            compression: Compression::None,
         }
     }
 }

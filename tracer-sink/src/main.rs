@@ -10,8 +10,8 @@ use clap::Parser;
 use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
 use tracer_sink::{
-    bind_udp, parse_rcvbuf, parse_rotate_size, prepare_output_dir, SinkClock, SinkConfig,
-    SinkError, SinkKeys, SinkStats,
+    bind_udp, parse_rcvbuf, parse_rotate_size, prepare_output_dir, Compression, SinkClock,
+    SinkConfig, SinkError, SinkKeys, SinkStats,
 };
 
 const AFTER_HELP: &str = "\
@@ -24,8 +24,11 @@ that invents agent ids cannot fill the agent table), and a datagram whose
 sequence jumps beyond a bound is rejected as seq_jump; when a limit bites
 it is logged at warn level once per 10 s with the counts.
 
-Files are named <prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng. Open them in
-Wireshark with the tracer dissector. Logs go to stderr (set RUST_LOG, e.g.
+Files are named <prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng.zst (zstd,
+the default) or .pcapng (--compress none). Wireshark, tshark, capinfos
+and mergecap (4.0 built with zstd, as Debian's) and nettrace-match open
+both directly; `zstd -d` turns a .zst into plain pcapng for other tools. Open them in Wireshark
+with the tracer dissector. Logs go to stderr (set RUST_LOG, e.g.
 RUST_LOG=debug); stdout carries only the stats. SIGINT or SIGTERM stops the
 sink cleanly: queued datagrams are read, every accepted event is written,
 the file is closed with interface statistics, and the exit status is 0.";
@@ -90,6 +93,20 @@ struct Cli {
     /// extension).
     #[arg(long, value_name = "PREFIX", default_value = "trace", value_parser = tracer_cli::file_name_part)]
     file_prefix: String,
+
+    /// How to write the files: `zstd` (`.pcapng.zst`, about 1/10 the size;
+    /// a file cut by a crash or a full disk is still read to its last
+    /// flush, at most 100 ms before) or `none` (plain `.pcapng`, for tools
+    /// without zstd support).
+    #[arg(long, value_name = "HOW", default_value = "none")]
+    compress: CompressArg,
+
+    /// zstd level: higher is smaller and slower; negative levels are
+    /// faster still. [range: -7..=-1, 1..=19]
+    #[arg(long, value_name = "N", default_value_t = Compression::DEFAULT_LEVEL,
+        allow_negative_numbers = true,
+        value_parser = zstd_level)]
+    compress_level: i32,
 
     /// Write each event's one-line summary as its packet comment, for
     /// readers without the dissector (capinfos, editcap, other tools).
@@ -231,6 +248,12 @@ async fn serve(cli: Cli) -> Result<()> {
         stats_interval: nonzero(cli.stats_interval),
         agent_idle_timeout: nonzero(cli.agent_idle_timeout),
         stats_max_agents: cli.stats_max_agents,
+        compression: match cli.compress {
+            CompressArg::None => Compression::None,
+            CompressArg::Zstd => Compression::Zstd {
+                level: cli.compress_level,
+            },
+        },
         ..SinkConfig::new(&cli.output)
     };
     prepare_output_dir(&cli.output).context("pass a writable --output directory")?;
@@ -305,6 +328,27 @@ async fn serve(cli: Cli) -> Result<()> {
         "tracer-sink stopped"
     );
     Ok(())
+}
+
+/// `--compress`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum CompressArg {
+    /// zstd-compressed pcapng (`.pcapng.zst`).
+    Zstd,
+    /// Plain pcapng (`.pcapng`).
+    None,
+}
+
+/// `--compress-level`: a zstd level the sink offers.
+fn zstd_level(s: &str) -> Result<i32, String> {
+    let n: i32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a zstd level: use 1..=19 or -7..=-1"))?;
+    if n == 0 || !(Compression::MIN_LEVEL..=Compression::MAX_LEVEL).contains(&n) {
+        return Err(format!("`{s}` is outside -7..=-1 and 1..=19"));
+    }
+    Ok(n)
 }
 
 /// `None` for a zero duration (the options where 0 means "off").
