@@ -182,7 +182,9 @@ impl SinkConfig {
             agent_idle_timeout: Some(Self::DEFAULT_AGENT_IDLE_TIMEOUT),
             stats_max_agents: Self::DEFAULT_STATS_MAX_AGENTS,
             keys: None,
-            compression: Compression::None,
+            compression: Compression::Zstd {
+                level: Compression::DEFAULT_LEVEL,
+            },
         }
     }
 }

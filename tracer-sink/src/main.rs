@@ -98,7 +98,7 @@ struct Cli {
     /// a file cut by a crash or a full disk is still read to its last
     /// flush, at most 100 ms before) or `none` (plain `.pcapng`, for tools
     /// without zstd support).
-    #[arg(long, value_name = "HOW", default_value = "none")]
+    #[arg(long, value_name = "HOW", default_value = "zstd")]
     compress: CompressArg,
 
     /// zstd level: higher is smaller and slower; negative levels are
