@@ -72,16 +72,32 @@ pub fn pcapng_files(dir: &Path) -> Vec<PathBuf> {
 
 /// The pcapng byte stream of a trace file: decoded through zstd when the
 /// file starts with a zstd frame (the sink's default `.pcapng.zst`). A
-/// compressed file cut inside a frame reads as a read error there.
+/// frame cut short (a killed sink's file) ends the stream where its whole
+/// blocks end, as tshark reads it: a pcapng block cut there is then an
+/// error of the pcapng reader.
 pub fn open_trace(path: &Path) -> Box<dyn std::io::Read> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let mut r = std::io::BufReader::new(file);
     let head = r.fill_buf().expect("read the file's first bytes");
     if is_zstd(head) {
-        Box::new(zstd::Decoder::with_buffer(r).expect("zstd decoder"))
+        Box::new(CutFrameIsEnd(
+            zstd::Decoder::with_buffer(r).expect("zstd decoder"),
+        ))
     } else {
         Box::new(r)
+    }
+}
+
+/// A zstd stream whose unfinished last frame ends it (see [`open_trace`]).
+struct CutFrameIsEnd<R>(R);
+
+impl<R: std::io::Read> std::io::Read for CutFrameIsEnd<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+            other => other,
+        }
     }
 }
 

@@ -25,8 +25,7 @@ pub enum Compression {
     /// zstd-compressed pcapng (`.pcapng.zst`) at this zstd level, which
     /// Wireshark and tshark open directly.
     Zstd {
-        /// zstd level, [`Compression::MIN_LEVEL`]..=[`Compression::MAX_LEVEL`]
-        /// except 0.
+        /// zstd level, [`Compression::MIN_LEVEL`]..=[`Compression::MAX_LEVEL`].
         level: i32,
     },
 }
@@ -34,8 +33,9 @@ pub enum Compression {
 impl Compression {
     /// Level of `--compress zstd` without `--compress-level`.
     pub const DEFAULT_LEVEL: i32 = 1;
-    /// Fastest level offered (zstd's negative levels trade size for speed).
-    pub const MIN_LEVEL: i32 = -7;
+    /// Fastest level offered (level 1 already costs no more sink CPU than
+    /// writing 8x more bytes plain; zstd's negative levels are not offered).
+    pub const MIN_LEVEL: i32 = 1;
     /// Slowest level offered (above it zstd wants more memory than a
     /// frame of the sink's can use).
     pub const MAX_LEVEL: i32 = 19;
@@ -149,9 +149,9 @@ impl SinkConfig {
             }
         }
         if let Compression::Zstd { level } = self.compression {
-            if level == 0 || !(Compression::MIN_LEVEL..=Compression::MAX_LEVEL).contains(&level) {
+            if !(Compression::MIN_LEVEL..=Compression::MAX_LEVEL).contains(&level) {
                 return Err(SinkError::Config(format!(
-                    "zstd level {level} is outside {}..=-1 and 1..={}",
+                    "zstd level {level} is outside {}..={}",
                     Compression::MIN_LEVEL,
                     Compression::MAX_LEVEL
                 )));

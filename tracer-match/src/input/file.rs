@@ -62,11 +62,11 @@ impl Read for TraceInput {
                 Err(e) if e.kind() != std::io::ErrorKind::Interrupted => {
                     self.damage = Some(match e.kind() {
                         std::io::ErrorKind::UnexpectedEof => {
-                            "the file ends inside a zstd frame (cut while it was written); \
-                             every whole frame before it was read"
+                            "the file ends inside its zstd frame (cut while it was written); \
+                             everything before the cut was read"
                                 .to_owned()
                         }
-                        _ => format!("damaged zstd frame ({e}); the frames before it were read"),
+                        _ => format!("damaged zstd data ({e}); what came before it was read"),
                     });
                     Ok(0)
                 }
@@ -103,7 +103,7 @@ mod tests {
         // Cut inside the second frame: the first one, and the damage noted.
         let (got, damage, _) = read_all(&z[..first + 10]);
         assert_eq!(got, a);
-        assert!(damage.unwrap().contains("inside a zstd frame"));
+        assert!(damage.unwrap().contains("inside its zstd frame"));
         // Garbage after a good frame.
         let mut bad = z[..first].to_vec();
         bad.extend_from_slice(&ZSTD_MAGIC);

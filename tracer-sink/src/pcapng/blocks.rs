@@ -17,7 +17,18 @@ use pcap_file::{DataLink, Endianness};
 
 use crate::batch::AgentInfo;
 
-use super::IsbInfo;
+/// What an ISB says about one interface.
+#[derive(Debug, Clone)]
+pub(crate) struct IsbInfo {
+    /// Agent index.
+    pub agent: u32,
+    /// Events received from the agent (cumulative, whole sink run).
+    pub ifrecv: u64,
+    /// Events lost before the sink (event gaps + agent-side losses).
+    pub ifdrop: u64,
+    /// Breakdown for the comment.
+    pub comment: String,
+}
 
 /// Snapshot length written in every IDB (no limit is applied).
 pub const SNAPLEN: u32 = 0;

@@ -1,78 +1,98 @@
-//! zstd framing of a compressed trace file (`.pcapng.zst`): the pcapng
-//! stream is cut at block boundaries into independent zstd frames, and
-//! the file is their concatenation, which Wireshark, tshark, capinfos and
-//! mergecap (4.0) read as one pcapng stream.
+//! zstd form of a trace file (`.pcapng.zst`): the whole file is one zstd
+//! frame, flushed at pcapng block boundaries into one zstd block per flush.
 //!
-//! Why frames this size: a frame of at most [`FRAME_RAW_MAX`] bytes is a
-//! single zstd block, and a decoder gives out nothing of a block it has
-//! not read whole. So a file cut anywhere (a `kill -9` in the middle of a
-//! write, a copy in progress) decodes to whole frames, hence whole pcapng
-//! blocks: tshark reads it to the last complete frame without an error.
-//! A frame of several zstd blocks, cut between them, would end inside a
-//! pcapng block ("cut short in the middle of a packet"); every frame is
-//! checked to be one compressed block and split in two at a block
-//! boundary when it is not. The one exception left is a block zstd stores
-//! raw (data it cannot compress at all, never the case for trace
-//! records): a decoder streams those, so a cut inside one shows a partial
-//! last packet.
+//! Why one frame: Wireshark 4.0 (tshark, capinfos, mergecap) reads a file
+//! of several concatenated frames only while each next frame happens to
+//! start where its read buffer starts (it looks for the next frame's magic
+//! at the start of the buffer, not at the read position): a longer file of
+//! many frames reads as garbage ("block length too large"). One frame per
+//! file is read by every version.
 //!
-//! After a failed write the file is cut back to its last whole frame,
-//! as the plain path cuts it back to its last whole block.
+//! Why one block per flush: a decoder hands out a compressed block whole
+//! or not at all, and a file cut short ends its frame cleanly for tshark.
+//! A flush of less than 128 KiB of pcapng (zstd's block size; at levels up
+//! to 15 zstd neither pre-splits nor post-splits such a flush) comes out as
+//! exactly one block, ending where a pcapng block ends. So a file cut
+//! anywhere (a kill -9 in the middle of a write) decodes to whole pcapng
+//! blocks: tshark reads it to the last complete flush without an error.
+//! The exception is a block zstd stores raw (data it cannot compress,
+//! which trace records never are): decoders stream those out as they come.
+//! After a failed write (full disk) the file is cut back to the end of its
+//! last whole flush and the frame is ended with an empty last block.
 
 use std::io;
+
+use zstd::zstd_safe::{self, CCtx, CParameter, InBuffer, OutBuffer};
 
 use crate::error::SinkError;
 
 use super::epb::{epbs_by_agent, whole_blocks};
 
-/// Most uncompressed bytes in one frame: zstd's largest block (128 KiB).
-pub(super) const FRAME_RAW_MAX: usize = 128 << 10;
+/// Most uncompressed bytes in one flush: under zstd's block size (128
+/// KiB), below which it does not split a block.
+pub(super) const FLUSH_RAW_MAX: usize = 120 << 10;
 /// Compressed bytes kept in memory before a write to the file.
 pub(super) const ZSTD_WRITE_CHUNK: usize = 256 << 10;
 /// zstd frame magic number (little-endian on disk: 28 B5 2F FD).
 pub const ZSTD_MAGIC: u32 = 0xFD2F_B528;
+/// An empty last block (raw, size 0): ends a frame cut back after a failed
+/// write, so that every reader sees a complete frame.
+pub(super) const END_BLOCK: [u8; 3] = [1, 0, 0];
 
-/// One frame in the unwritten buffer.
-#[derive(Debug, Clone, Copy)]
+/// One flush in the unwritten buffer.
+#[derive(Debug, Clone)]
 struct Mark {
-    /// End offset of the frame in [`Frames::out`].
+    /// End offset of its bytes in [`ZstdFile::out`].
     end: usize,
     /// EPBs in it.
     events: u64,
     /// Uncompressed bytes in it.
     raw: u64,
+    /// EPBs per agent index.
+    by_agent: Vec<(u32, u64)>,
 }
 
-/// Compressor and the compressed bytes not yet written.
-pub(super) struct Frames {
-    cctx: zstd::bulk::Compressor<'static>,
-    /// One frame's output (compress_to_buffer writes from its start).
-    scratch: Vec<u8>,
-    /// Whole frames not yet written to the file.
+/// The compressor of one file and its compressed bytes not yet written.
+pub(super) struct ZstdFile {
+    cctx: CCtx<'static>,
+    /// Whole flushes not yet written to the file.
     out: Vec<u8>,
     marks: Vec<Mark>,
+    /// The frame header is out (the first flush holds it).
+    started: bool,
+    /// Flushes that did not come out as one block (none expected).
+    odd_flushes: u64,
 }
 
-fn zstd_err(e: io::Error) -> SinkError {
+fn zstd_err(code: usize) -> SinkError {
     SinkError::Io {
         what: "zstd compression failed".to_owned(),
-        source: e,
+        source: io::Error::other(zstd_safe::get_error_name(code)),
     }
 }
 
-impl Frames {
+impl ZstdFile {
     /// A compressor at zstd `level` (checked by the configuration).
     pub fn new(level: i32) -> Result<Self, SinkError> {
-        let mut cctx = zstd::bulk::Compressor::new(level).map_err(zstd_err)?;
-        // A checksum per frame lets readers tell a damaged frame; the
-        // content size lets them size their buffers.
-        cctx.include_checksum(true).map_err(zstd_err)?;
-        cctx.include_contentsize(true).map_err(zstd_err)?;
-        Ok(Frames {
+        let mut cctx = CCtx::try_create().ok_or_else(|| SinkError::Io {
+            what: "zstd compression failed".to_owned(),
+            source: io::Error::from(io::ErrorKind::OutOfMemory),
+        })?;
+        // No checksum: a frame cut back after a failed write is ended with
+        // an empty block, which a checksum over the lost part would fail.
+        for p in [
+            CParameter::CompressionLevel(level),
+            CParameter::ChecksumFlag(false),
+            CParameter::ContentSizeFlag(false),
+        ] {
+            cctx.set_parameter(p).map_err(zstd_err)?;
+        }
+        Ok(ZstdFile {
             cctx,
-            scratch: Vec::with_capacity(zstd::zstd_safe::compress_bound(FRAME_RAW_MAX)),
-            out: Vec::with_capacity(ZSTD_WRITE_CHUNK + FRAME_RAW_MAX),
+            out: Vec::with_capacity(ZSTD_WRITE_CHUNK + FLUSH_RAW_MAX),
             marks: Vec::new(),
+            started: false,
+            odd_flushes: 0,
         })
     }
 
@@ -81,74 +101,125 @@ impl Frames {
         &self.out
     }
 
-    /// EPBs in the unwritten frames.
+    /// EPBs in the unwritten flushes.
     pub fn events(&self) -> u64 {
         self.marks.iter().map(|m| m.events).sum()
     }
 
-    /// Uncompressed bytes of the unwritten frames.
+    /// Uncompressed bytes of the unwritten flushes.
     pub fn raw(&self) -> u64 {
         self.marks.iter().map(|m| m.raw).sum()
     }
 
-    /// Forget the unwritten frames (written, or given up).
+    /// Forget the unwritten flushes (written, or given up).
     pub fn clear(&mut self) {
         self.out.clear();
         self.marks.clear();
     }
 
-    /// Compress `raw` (whole pcapng blocks holding `events` EPBs) into
-    /// frames of one zstd block each, appended to the unwritten ones.
-    pub fn push(&mut self, raw: &[u8], events: u64) -> Result<(), SinkError> {
-        if raw.is_empty() {
-            return Ok(());
-        }
-        self.scratch.clear();
-        self.cctx
-            .compress_to_buffer(raw, &mut self.scratch)
-            .map_err(zstd_err)?;
-        // A raw block stays as it is: splitting cannot make it compress.
-        if raw.len() > FRAME_RAW_MAX || shape(&self.scratch) == Shape::Several {
-            // Split at the block boundary nearest the middle; one pcapng
-            // block cannot be split (the sink's are far below 128 KiB).
-            let (half, first_events) = whole_blocks(raw, raw.len() / 2);
-            let half = if half == 0 {
-                whole_blocks(raw, raw.len()).0.min(first_block_len(raw))
-            } else {
-                half
-            };
-            if half > 0 && half < raw.len() {
-                self.push(&raw[..half], first_events.min(events))?;
-                return self.push(&raw[half..], events - first_events.min(events));
+    /// Compress `raw` (whole pcapng blocks holding `events` EPBs;
+    /// `agents[i]` is the agent of interface `i`) and flush it, one zstd
+    /// block per [`FLUSH_RAW_MAX`] bytes at most.
+    pub fn push(&mut self, raw: &[u8], events: u64, agents: &[u32]) -> Result<(), SinkError> {
+        let mut rest = raw;
+        let mut counted = 0;
+        while !rest.is_empty() {
+            let mut cut = whole_blocks(rest, FLUSH_RAW_MAX).0;
+            if cut == 0 {
+                // One block larger than a flush (never the sink's): alone.
+                cut = match first_block_len(rest) {
+                    0 => rest.len(),
+                    n => n,
+                };
             }
+            let (chunk, tail) = rest.split_at(cut);
+            // The last piece gets what the caller counted, so the totals
+            // agree with its count whatever the walk reads.
+            let n = if tail.is_empty() {
+                events.saturating_sub(counted)
+            } else {
+                whole_blocks(chunk, chunk.len()).1
+            };
+            counted += n;
+            self.compress(chunk, zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_flush)?;
+            self.marks.push(Mark {
+                end: self.out.len(),
+                events: n,
+                raw: chunk.len() as u64,
+                by_agent: epbs_by_agent(agents, chunk),
+            });
+            rest = tail;
         }
-        self.out.extend_from_slice(&self.scratch);
+        Ok(())
+    }
+
+    /// End the frame (at close): its last block.
+    pub fn finish(&mut self) -> Result<(), SinkError> {
+        self.compress(&[], zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_end)?;
         self.marks.push(Mark {
             end: self.out.len(),
-            events,
-            raw: raw.len() as u64,
+            events: 0,
+            raw: 0,
+            by_agent: Vec::new(),
         });
         Ok(())
     }
 
-    /// What stays of a write that stopped after `done` bytes: the length
-    /// of the whole frames in them, their EPBs, their uncompressed bytes,
-    /// and their EPBs per agent (`agents[i]` is the agent of interface `i`).
-    pub fn kept(&self, done: usize, agents: &[u32]) -> (usize, u64, u64, Vec<(u32, u64)>) {
-        let whole = self.marks.iter().take_while(|m| m.end <= done);
-        let (mut keep, mut events, mut raw) = (0, 0, 0);
-        for m in whole {
-            (keep, events, raw) = (m.end, events + m.events, raw + m.raw);
-        }
-        // A failed write is rare: decode the kept frames again to count
-        // each agent's events rather than keep counts for every frame.
-        let by_agent = match zstd::stream::decode_all(&self.out[..keep]) {
-            Ok(blocks) => epbs_by_agent(agents, &blocks),
-            Err(e) => {
-                tracing::error!(error = &e as &dyn std::error::Error, "cannot decode the frames just written (a bug): agents are told none of them was written");
-                Vec::new()
+    /// Feed `chunk` with `directive` until zstd has handed out everything.
+    fn compress(
+        &mut self,
+        chunk: &[u8],
+        directive: zstd_safe::zstd_sys::ZSTD_EndDirective,
+    ) -> Result<(), SinkError> {
+        let start = self.out.len();
+        let mut input = InBuffer::around(chunk);
+        loop {
+            self.out
+                .reserve(zstd_safe::compress_bound(chunk.len()) + 64);
+            let pos = self.out.len();
+            let mut output = OutBuffer::around_pos(&mut self.out, pos);
+            let left = self
+                .cctx
+                .compress_stream2(&mut output, &mut input, directive)
+                .map_err(zstd_err)?;
+            if left == 0 && input.pos() == chunk.len() {
+                break;
             }
+        }
+        let header = if self.started {
+            0
+        } else {
+            self.started = true;
+            frame_header_len(&self.out[start..])
         };
+        let is_end = directive == zstd_safe::zstd_sys::ZSTD_EndDirective::ZSTD_e_end;
+        if !is_end && !chunk.is_empty() && !one_block(&self.out[start + header..]) {
+            self.odd_flushes += 1;
+            if self.odd_flushes == 1 {
+                tracing::warn!(
+                    "a zstd flush came out as several blocks: a kill -9 during its write could \
+                     leave a partial event at the end of the file (lower --compress-level)"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// What stays of a write that stopped after `done` bytes: the length
+    /// of the whole flushes in them, their EPBs, uncompressed bytes and
+    /// EPBs per agent index.
+    pub fn kept(&self, done: usize) -> (usize, u64, u64, Vec<(u32, u64)>) {
+        let (mut keep, mut events, mut raw) = (0, 0, 0);
+        let mut by_agent: Vec<(u32, u64)> = Vec::new();
+        for m in self.marks.iter().take_while(|m| m.end <= done) {
+            (keep, events, raw) = (m.end, events + m.events, raw + m.raw);
+            for &(a, n) in &m.by_agent {
+                match by_agent.iter_mut().find(|(x, _)| *x == a) {
+                    Some((_, t)) => *t += n,
+                    None => by_agent.push((a, n)),
+                }
+            }
+        }
         (keep, events, raw, by_agent)
     }
 }
@@ -161,24 +232,13 @@ fn first_block_len(raw: &[u8]) -> usize {
         .unwrap_or(0)
 }
 
-/// What a zstd frame is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
-    /// One compressed block: a decoder gives out all of it or nothing.
-    OneCompressed,
-    /// One block stored raw (or RLE): a decoder streams its bytes out.
-    OneRaw,
-    /// Several blocks (or not a frame this parser knows).
-    Several,
-}
-
-/// The shape of `frame` (one whole zstd frame).
-fn shape(frame: &[u8]) -> Shape {
+/// Length of the zstd frame header at the start of `frame` (RFC 8878,
+/// 3.1.1.1: magic, descriptor, window descriptor, dictionary id, content
+/// size).
+fn frame_header_len(frame: &[u8]) -> usize {
     let Some(&fhd) = frame.get(4) else {
-        return Shape::Several;
+        return frame.len();
     };
-    // Frame header (RFC 8878, 3.1.1.1): descriptor, optional window
-    // descriptor, dictionary id, content size.
     let single_segment = fhd & 0x20 != 0;
     let did = [0, 1, 2, 4][usize::from(fhd & 3)];
     let fcs = match fhd >> 6 {
@@ -187,21 +247,19 @@ fn shape(frame: &[u8]) -> Shape {
         2 => 4,
         _ => 8,
     };
-    let at = 5 + usize::from(!single_segment) + did + fcs;
-    let Some(b) = frame.get(at..at + 3) else {
-        return Shape::Several;
+    5 + usize::from(!single_segment) + did + fcs
+}
+
+/// Whether `blocks` (a flush's output after any frame header) is exactly
+/// one block, not the last, compressed or raw.
+fn one_block(blocks: &[u8]) -> bool {
+    let Some(b) = blocks.get(..3) else {
+        return false;
     };
     let header = u32::from_le_bytes([b[0], b[1], b[2], 0]);
     let (last, kind, size) = (header & 1, (header >> 1) & 3, (header >> 3) as usize);
-    // Compressed (2), last; then only the optional 4-byte checksum.
-    let checksum = if fhd & 4 != 0 { 4 } else { 0 };
-    // An RLE block's size field is its decoded size: one byte follows.
     let stored = if kind == 1 { 1 } else { size };
-    match (last == 1 && at + 3 + stored + checksum == frame.len(), kind) {
-        (true, 2) => Shape::OneCompressed,
-        (true, _) => Shape::OneRaw,
-        (false, _) => Shape::Several,
-    }
+    last == 0 && 3 + stored == blocks.len()
 }
 
 /// Whether `head` (a file's first bytes) starts a zstd frame.
@@ -213,15 +271,17 @@ pub fn is_zstd(head: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
-    /// `n` EPB-typed blocks of `len` bytes with varied, compressible bodies.
+    /// `n` EPB-typed blocks of `len` bytes on interface `i % 2`, with
+    /// varied, compressible bodies.
     fn blocks(n: usize, len: usize) -> Vec<u8> {
         let mut v = Vec::new();
         for i in 0..n {
             let start = v.len();
             v.extend_from_slice(&6u32.to_le_bytes());
             v.extend_from_slice(&(len as u32).to_le_bytes());
-            v.extend_from_slice(&0u32.to_le_bytes());
+            v.extend_from_slice(&((i % 2) as u32).to_le_bytes());
             while v.len() < start + len - 4 {
                 v.push(((v.len() - start) % 13) as u8 ^ (i % 7) as u8);
             }
@@ -230,91 +290,99 @@ mod tests {
         v
     }
 
+    /// Decode what a reader gets of `bytes` before the stream ends (a cut
+    /// frame ends in an error, after the whole blocks).
+    fn decode_prefix(bytes: &[u8]) -> Vec<u8> {
+        let mut d = zstd::stream::read::Decoder::new(bytes).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match d.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        got
+    }
+
     #[test]
-    fn frames_are_single_compressed_blocks_and_decode_back() {
-        for level in [-5, 1, 3, 9, 19] {
-            let mut f = Frames::new(level).unwrap();
-            let raw = blocks(1000, 120);
-            for chunk in raw.chunks(120 * 1000) {
-                f.push(chunk, 1000).unwrap();
+    fn every_flush_is_one_block_at_every_level_and_the_frame_decodes() {
+        let raw = blocks(3000, 132);
+        for level in 1..=15 {
+            let mut z = ZstdFile::new(level).unwrap();
+            // Flushes of every size up to a whole FLUSH_RAW_MAX.
+            let mut at = 0;
+            let mut k = 0;
+            while at < raw.len() {
+                let want = [132 * 7, FLUSH_RAW_MAX, 132 * 300, 5000][k % 4];
+                let (n, _) = whole_blocks(&raw[at..], want.max(132));
+                z.push(&raw[at..at + n], 0, &[0, 1]).unwrap();
+                at += n;
+                k += 1;
             }
-            assert!(!f.marks.is_empty());
-            let mut start = 0;
-            for m in &f.marks {
-                assert_eq!(
-                    shape(&f.out[start..m.end]),
-                    Shape::OneCompressed,
-                    "level {level}"
-                );
-                start = m.end;
-            }
-            assert_eq!(zstd::stream::decode_all(f.out()).unwrap(), raw);
-            assert_eq!(f.events(), 1000);
-            assert_eq!(f.raw(), raw.len() as u64);
+            z.finish().unwrap();
+            assert_eq!(z.odd_flushes, 0, "level {level}");
+            assert_eq!(zstd::stream::decode_all(z.out()).unwrap(), raw);
         }
     }
 
     #[test]
-    fn an_oversized_chunk_is_split_into_single_block_frames() {
-        let mut f = Frames::new(1).unwrap();
+    fn a_chunk_over_the_flush_size_is_flushed_in_pieces_counted_per_agent() {
+        let mut z = ZstdFile::new(1).unwrap();
         let raw = blocks(3000, 200);
-        f.push(&raw, 3000).unwrap();
-        assert!(f.marks.len() >= 5, "{} frames", f.marks.len());
-        let mut start = 0;
-        for m in &f.marks {
-            assert_eq!(shape(&f.out[start..m.end]), Shape::OneCompressed);
-            assert!(m.raw as usize <= FRAME_RAW_MAX);
-            start = m.end;
-        }
-        assert_eq!(f.events(), 3000);
-        assert_eq!(zstd::stream::decode_all(f.out()).unwrap(), raw);
+        z.push(&raw, 3000, &[7, 9]).unwrap();
+        assert!(z.marks.len() >= 5, "{} flushes", z.marks.len());
+        assert!(z.marks.iter().all(|m| m.raw as usize <= FLUSH_RAW_MAX));
+        assert_eq!(z.events(), 3000);
+        let (_, events, raw_n, by_agent) = z.kept(z.out().len());
+        assert_eq!((events, raw_n), (3000, raw.len() as u64));
+        assert_eq!(by_agent, vec![(7, 1500), (9, 1500)]);
+        assert_eq!(z.odd_flushes, 0);
     }
 
     #[test]
-    fn a_cut_anywhere_decodes_to_whole_frames_only() {
-        let mut f = Frames::new(3).unwrap();
+    fn a_cut_anywhere_decodes_to_whole_flushes_only() {
+        let mut z = ZstdFile::new(3).unwrap();
         let raw = blocks(4000, 100);
         for c in raw.chunks(100 * 700) {
-            f.push(c, 700).unwrap();
+            z.push(c, 700, &[0, 1]).unwrap();
         }
-        let ends: Vec<usize> = f.marks.iter().map(|m| m.end).collect();
-        for cut in (0..f.out.len()).step_by(7) {
-            // A streaming decoder over the cut file: everything it hands
-            // out before it stops must be whole frames.
-            let mut d = zstd::stream::read::Decoder::new(&f.out[..cut]).unwrap();
-            let mut got = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut d, &mut got);
+        let ends: Vec<usize> = z.marks.iter().map(|m| m.end).collect();
+        for cut in (0..z.out.len()).step_by(7) {
+            let got = decode_prefix(&z.out[..cut]);
             let whole = ends.iter().filter(|&&e| e <= cut).count();
-            // A frame cut inside its checksum is decoded whole (the
-            // checksum is checked after its block is handed out).
-            let in_checksum = ends.get(whole).is_some_and(|&e| cut >= e - 4);
-            let frames = whole + usize::from(in_checksum);
-            assert_eq!(got.len(), frames * 100 * 700, "cut at {cut}");
-            let (keep, events, rawn, _) = f.kept(cut, &[0]);
-            assert_eq!(keep, ends.get(whole.wrapping_sub(1)).copied().unwrap_or(0));
-            assert_eq!(events, whole as u64 * 700);
-            assert_eq!(rawn, whole as u64 * 70_000);
+            assert_eq!(got.len(), whole * 100 * 700, "cut at {cut}");
+            let (keep, events, raw_n, _) = z.kept(cut);
+            assert_eq!(keep, if whole == 0 { 0 } else { ends[whole - 1] });
+            assert_eq!((events, raw_n), (whole as u64 * 700, whole as u64 * 70_000));
+            // Cut back and ended: a complete frame.
+            if whole > 0 {
+                let mut ended = z.out[..keep].to_vec();
+                ended.extend_from_slice(&END_BLOCK);
+                assert_eq!(
+                    zstd::stream::decode_all(&ended[..]).unwrap(),
+                    raw[..whole * 70_000]
+                );
+            }
         }
     }
 
     #[test]
-    fn raw_blocks_are_told_apart_and_kept_whole() {
-        // Incompressible bytes: zstd stores the block raw.
+    fn incompressible_data_still_decodes() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let noise: Vec<u8> = (0..4096)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        let frame = zstd::bulk::compress(&noise, 1).unwrap();
-        assert_eq!(shape(&frame), Shape::OneRaw);
-        let mut f = Frames::new(1).unwrap();
-        f.push(&noise, 0).unwrap();
-        assert_eq!(f.marks.len(), 1, "a raw frame is not split");
-        assert!(is_zstd(&frame));
+        let mut raw = blocks(200, 400);
+        for b in raw.iter_mut().skip(12).step_by(2) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        let raw = blocks(1, 12).into_iter().chain(raw).collect::<Vec<_>>();
+        let mut z = ZstdFile::new(1).unwrap();
+        z.push(&raw, 201, &[0, 1]).unwrap();
+        z.finish().unwrap();
+        assert!(is_zstd(z.out()));
         assert!(!is_zstd(&0x0A0D_0D0Au32.to_le_bytes()));
+        assert_eq!(zstd::stream::decode_all(z.out()).unwrap(), raw);
     }
 }

@@ -30,55 +30,18 @@ use crate::error::SinkError;
 use crate::fasthash::IndexMap;
 
 pub use blocks::interface_description;
+pub(crate) use blocks::IsbInfo;
 pub use epb::EPB_PACKETID;
 pub use frames::is_zstd;
 pub use pages::PAD_BLOCK;
+pub(crate) use writeback::WriteFailure;
 
 use blocks::{interface_block, section_header};
 use epb::{encode_epb, encode_epb_parts, epbs_by_agent, whole_blocks};
-use frames::{Frames, FRAME_RAW_MAX, ZSTD_WRITE_CHUNK};
+use frames::{ZstdFile, END_BLOCK, FLUSH_RAW_MAX, ZSTD_WRITE_CHUNK};
 
 /// Encoded bytes kept in memory before a write to the file.
 pub const WRITE_CHUNK: usize = 1 << 20;
-/// Written bytes left in the page cache behind the newest write: older
-/// ones are written back and dropped (see [`TraceFile::write_behind`]).
-pub const WRITE_BEHIND_LAG: u64 = 8 << 20;
-
-/// What an ISB says about one interface.
-#[derive(Debug, Clone)]
-pub(crate) struct IsbInfo {
-    /// Agent index.
-    pub agent: u32,
-    /// Events received from the agent (cumulative, whole sink run).
-    pub ifrecv: u64,
-    /// Events lost before the sink (event gaps + agent-side losses).
-    pub ifdrop: u64,
-    /// Breakdown for the comment.
-    pub comment: String,
-}
-
-/// A failed write: the file was cut back to its last complete block (or
-/// removed, when that left it without any event).
-#[derive(Debug)]
-pub(crate) struct WriteFailure {
-    /// Events that were in the lost part.
-    pub lost_events: u64,
-    /// Events of the failed write that did reach the file (the whole
-    /// blocks that fitted before the error).
-    pub written_events: u64,
-    /// `written_events` per agent index (what each agent is told was
-    /// delivered; the rest of its events in the write are lost).
-    pub written_by_agent: Vec<(u32, u64)>,
-    /// Bytes the file keeps on disk (0 when it was removed).
-    pub file_bytes: u64,
-    /// Their uncompressed pcapng bytes.
-    pub file_raw_bytes: u64,
-    /// The file held no event and was removed, so that retries on a full
-    /// disk do not leave a header-only file each.
-    pub removed: bool,
-    /// What went wrong.
-    pub error: SinkError,
-}
 
 struct Span {
     first_ts: u64,
@@ -94,9 +57,9 @@ pub(crate) struct TraceFile {
     committed: u64,
     /// Uncompressed pcapng bytes of what is on disk.
     committed_raw: u64,
-    /// The compressor and its unwritten frames (`None`: plain pcapng);
-    /// `w` then holds the pcapng blocks of the frame being filled.
-    zst: Option<Frames>,
+    /// The compressor and its unwritten flushes (`None`: plain pcapng);
+    /// `w` then holds the pcapng blocks of the next flush.
+    zst: Option<ZstdFile>,
     /// EPBs on disk.
     committed_events: u64,
     /// Bytes already written back and dropped from the page cache.
@@ -128,7 +91,7 @@ impl TraceFile {
     ) -> Result<(Self, u32), SinkError> {
         let zst = match compression {
             Compression::None => None,
-            Compression::Zstd { level } => Some(Frames::new(level)?),
+            Compression::Zstd { level } => Some(ZstdFile::new(level)?),
         };
         let stamp = utc_compact(unix_s);
         let ext = compression.extension();
@@ -181,8 +144,8 @@ impl TraceFile {
     }
 
     /// Bytes of the file including what is still buffered (compressed:
-    /// the frame being filled is not counted until it is compressed, at
-    /// most [`FRAME_RAW_MAX`] uncompressed bytes).
+    /// the next flush is not counted until it is compressed, at most
+    /// [`FLUSH_RAW_MAX`] uncompressed bytes).
     pub fn len(&self) -> u64 {
         match &self.zst {
             Some(z) => self.committed + z.out().len() as u64,
@@ -303,16 +266,17 @@ impl TraceFile {
 
     /// The block appended from `start` of the buffer, behind blocks that
     /// hold `events_before` EPBs: plain, kept within its page; compressed,
-    /// the blocks before it become a frame once it takes the buffer past
-    /// a frame's size.
+    /// the blocks before it are flushed once it takes the buffer past a
+    /// flush's size.
     fn block_added(&mut self, start: usize, events_before: u64) -> Result<(), SinkError> {
         let buf = self.w.get_mut();
         match &mut self.zst {
             None => {
                 pages::keep_in_page(buf, self.committed, start);
             }
-            Some(z) if buf.len() > FRAME_RAW_MAX && start > 0 => {
-                z.push(&buf[..start], events_before)?;
+            Some(z) if buf.len() > FLUSH_RAW_MAX && start > 0 => {
+                let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
+                z.push(&buf[..start], events_before, &agents)?;
                 buf.drain(..start);
                 self.pending_events -= events_before;
             }
@@ -369,10 +333,13 @@ impl TraceFile {
     /// without any event is removed; either way it should then be dropped.
     pub fn commit(&mut self) -> Result<u64, WriteFailure> {
         if let Some(z) = self.zst.as_mut() {
-            // The frame being filled is cut here: a flush ends a frame.
+            // A commit flushes: what is on disk then decodes whole.
             let raw = self.w.get_mut();
-            if let Err(e) = z.push(raw, self.pending_events) {
-                let lost = z.events() + self.pending_events;
+            let queued = z.events();
+            let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
+            if let Err(e) = z.push(raw, self.pending_events, &agents) {
+                // Only a bug or no memory: give up what is not on disk.
+                let lost = queued + self.pending_events;
                 raw.clear();
                 z.clear();
                 self.pending_events = 0;
@@ -401,10 +368,10 @@ impl TraceFile {
             writeback::write_behind(&self.file, start, self.committed, &mut self.dropped);
             return Ok(events);
         };
-        let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
         let (keep, kept_events, kept_raw, written_by_agent) = match &self.zst {
-            Some(z) => z.kept(done, &agents),
+            Some(z) => z.kept(done),
             None => {
+                let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
                 let (keep, n) = whole_blocks(buf, done);
                 (keep, n, keep as u64, epbs_by_agent(&agents, &buf[..keep]))
             }
@@ -413,8 +380,15 @@ impl TraceFile {
         self.committed += keep as u64;
         self.committed_raw += kept_raw;
         self.committed_events += kept_events;
-        // Cut the partial block (or frame) away so the file stays readable.
+        // Cut the partial block (or flush) away so the file stays readable,
+        // and end the zstd frame there (the cut freed the room it needs).
         let _ = self.file.set_len(self.committed);
+        if self.zst.is_some()
+            && self.committed > 0
+            && writeback::write_out(&mut self.file, &END_BLOCK).1.is_none()
+        {
+            self.committed += END_BLOCK.len() as u64;
+        }
         let error = SinkError::Io {
             what: format!("cannot write {}", self.path.display()),
             source: e,
@@ -479,7 +453,14 @@ impl TraceFile {
                 tracing::error!(file = %self.path.display(), error = &e as &dyn std::error::Error, "cannot compress interface statistics");
             }
         }
-        let n = self.commit()?;
+        let mut n = self.commit()?;
+        if let Some(z) = self.zst.as_mut() {
+            // Every event is on disk; this ends the frame.
+            if let Err(e) = z.finish() {
+                tracing::error!(file = %self.path.display(), error = &e as &dyn std::error::Error, "cannot end the zstd frame; readers see the file as cut short after its last event");
+            }
+            n += self.commit()?;
+        }
         if let Err(e) = self.file.sync_all() {
             tracing::warn!(file = %self.path.display(), error = &e as &dyn std::error::Error, "fsync failed; the file may be incomplete after a crash");
         }
@@ -724,7 +705,7 @@ mod zstd_tests {
     }
 
     #[test]
-    fn a_compressed_file_holds_the_same_blocks_in_single_block_frames() {
+    fn a_compressed_file_is_one_zstd_frame_holding_the_same_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let (plain, pbytes, praw) = write(dir.path(), Compression::None, 20_000, 3_000);
         let (zst, zbytes, zraw) = write(dir.path(), Compression::Zstd { level: 1 }, 20_000, 3_000);
@@ -736,6 +717,11 @@ mod zstd_tests {
         assert_eq!(praw, pbytes);
         assert_eq!(zbytes, zst_bytes.len() as u64);
         assert!(is_zstd(&zst_bytes));
+        // One frame: Wireshark 4.0 misreads longer runs of several.
+        assert_eq!(
+            zstd::zstd_safe::find_frame_compressed_size(&zst_bytes),
+            Ok(zst_bytes.len())
+        );
         let decoded = zstd::stream::decode_all(&zst_bytes[..]).unwrap();
         assert_eq!(zraw, decoded.len() as u64);
         assert!(zbytes * 5 < zraw, "{zbytes} compressed of {zraw}");

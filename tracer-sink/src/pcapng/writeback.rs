@@ -4,7 +4,34 @@
 use std::fs::File;
 use std::io::Write;
 
-use super::WRITE_BEHIND_LAG;
+use crate::error::SinkError;
+
+/// Written bytes left in the page cache behind the newest write: older
+/// ones are written back and dropped (see [`write_behind`]).
+pub const WRITE_BEHIND_LAG: u64 = 8 << 20;
+
+/// A failed write: the file was cut back to its last complete block (or
+/// removed, when that left it without any event).
+#[derive(Debug)]
+pub(crate) struct WriteFailure {
+    /// Events that were in the lost part.
+    pub lost_events: u64,
+    /// Events of the failed write that did reach the file (the whole
+    /// blocks that fitted before the error).
+    pub written_events: u64,
+    /// `written_events` per agent index (what each agent is told was
+    /// delivered; the rest of its events in the write are lost).
+    pub written_by_agent: Vec<(u32, u64)>,
+    /// Bytes the file keeps on disk (0 when it was removed).
+    pub file_bytes: u64,
+    /// Their uncompressed pcapng bytes.
+    pub file_raw_bytes: u64,
+    /// The file held no event and was removed, so that retries on a full
+    /// disk do not leave a header-only file each.
+    pub removed: bool,
+    /// What went wrong.
+    pub error: SinkError,
+}
 
 /// Write `buf` whole to `file`: the bytes the kernel took, and the error
 /// that stopped it, if any.
