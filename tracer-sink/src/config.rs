@@ -36,9 +36,10 @@ impl Compression {
     /// Fastest level offered (level 1 already costs no more sink CPU than
     /// writing 8x more bytes plain; zstd's negative levels are not offered).
     pub const MIN_LEVEL: i32 = 1;
-    /// Slowest level offered (above it zstd wants more memory than a
-    /// frame of the sink's can use).
-    pub const MAX_LEVEL: i32 = 19;
+    /// Slowest level offered: from 16 on zstd's optimal parsers may split a
+    /// flush into several blocks, and a file cut between two of them would
+    /// end inside an event (see `pcapng/frames.rs`).
+    pub const MAX_LEVEL: i32 = 15;
 
     /// The file name suffix after the stem.
     pub fn extension(self) -> &'static str {

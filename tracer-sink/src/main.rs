@@ -102,7 +102,7 @@ struct Cli {
     compress: CompressArg,
 
     /// zstd level: higher is smaller and slower (bench/compress.sh with
-    /// LEVELS="1 3 9" measures both on this machine). [range: 1..=19]
+    /// LEVELS="1 3 9" measures both on this machine). [range: 1..=15]
     #[arg(long, value_name = "N", default_value_t = Compression::DEFAULT_LEVEL as u16,
         value_parser = tracer_cli::int(Compression::MIN_LEVEL as u16, Compression::MAX_LEVEL as u16))]
     compress_level: u16,
