@@ -33,6 +33,8 @@ use super::epb::{epbs_by_agent, whole_blocks};
 pub(super) const FLUSH_RAW_MAX: usize = 120 << 10;
 /// Compressed bytes kept in memory before a write to the file.
 pub(super) const ZSTD_WRITE_CHUNK: usize = 256 << 10;
+/// zstd window: 128 KiB of history, one flush's worth.
+const WINDOW_LOG: u32 = 17;
 /// zstd frame magic number (little-endian on disk: 28 B5 2F FD).
 pub const ZSTD_MAGIC: u32 = 0xFD2F_B528;
 /// An empty last block (raw, size 0): ends a frame cut back after a failed
@@ -84,6 +86,7 @@ impl ZstdFile {
             CParameter::CompressionLevel(level),
             CParameter::ChecksumFlag(false),
             CParameter::ContentSizeFlag(false),
+            CParameter::WindowLog(WINDOW_LOG),
         ] {
             cctx.set_parameter(p).map_err(zstd_err)?;
         }
