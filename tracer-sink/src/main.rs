@@ -101,11 +101,13 @@ struct Cli {
     #[arg(long, value_name = "HOW", default_value = "zstd")]
     compress: CompressArg,
 
-    /// zstd level: higher is smaller and slower (bench/compress.sh with
-    /// LEVELS="1 3 9" measures both on this machine). [range: 1..=15]
-    #[arg(long, value_name = "N", default_value_t = Compression::DEFAULT_LEVEL as u16,
-        value_parser = tracer_cli::int(Compression::MIN_LEVEL as u16, Compression::MAX_LEVEL as u16))]
-    compress_level: u16,
+    /// zstd level: higher is smaller and slower, negative levels faster
+    /// still (0: zstd's default, 3). bench/compress.sh with LEVELS="1 3"
+    /// measures them on this machine. [range: -7..=15]
+    #[arg(long, value_name = "N", default_value_t = i64::from(Compression::DEFAULT_LEVEL),
+        allow_negative_numbers = true,
+        value_parser = tracer_cli::int(i64::from(Compression::MIN_LEVEL), i64::from(Compression::MAX_LEVEL)))]
+    compress_level: i64,
 
     /// Write each event's one-line summary as its packet comment, for
     /// readers without the dissector (capinfos, editcap, other tools).
@@ -250,7 +252,8 @@ async fn serve(cli: Cli) -> Result<()> {
         compression: match cli.compress {
             CompressArg::None => Compression::None,
             CompressArg::Zstd => Compression::Zstd {
-                level: i32::from(cli.compress_level),
+                // In -7..=15: the parser checked it.
+                level: cli.compress_level as i32,
             },
         },
         ..SinkConfig::new(&cli.output)
