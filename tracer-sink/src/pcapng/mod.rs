@@ -1,5 +1,5 @@
 //! One pcapng output file: SHB, one IDB per agent, EPBs, ISBs at close;
-//! plain, or cut into zstd frames ([`frames`]) as it is written.
+//! plain, or one zstd frame flushed block by block ([`frames`]).
 //!
 //! Blocks are encoded into an in-memory buffer that is written to the
 //! file in large chunks (the crate's writer does not buffer): SHB, IDBs
@@ -9,7 +9,7 @@
 //! file offset that ends on a block boundary: after a failed write (full
 //! disk) it truncates the file back to it, so the file stays a valid
 //! pcapng with every event that made it to disk. A compressed file is
-//! cut back to its last whole frame instead.
+//! cut back to the end of its last whole flush instead.
 
 mod blocks;
 mod epb;

@@ -58,7 +58,7 @@ impl Output {
         let what = if fail.removed {
             "write failed; the file held no event and was removed"
         } else {
-            "write failed; the file keeps every whole block (or zstd frame) that fitted and was closed"
+            "write failed; the file keeps every whole block (or zstd flush) that fitted and was closed"
         };
         tracing::error!(
             file = %path,
@@ -164,7 +164,7 @@ impl Output {
                 tracing::error!(file = %path, error = &fail.error as &dyn std::error::Error, lost_events = fail.lost_events,
                     removed = fail.removed,
                     "could not finish the trace file; it was cut back to its last complete block \
-                     (or zstd frame; removed if it held no event). Free space on the output file system");
+                     (or zstd flush; removed if it held no event). Free space on the output file system");
             }
         }
         self.counters.bytes_written = self.closed_bytes;
