@@ -692,8 +692,9 @@ fn a_tag_left_behind_by_tcp_grow_skb_follows_the_bytes_it_sent() {
     assert_eq!(r.hosts[0].tags_moved, 1);
 }
 
-/// `bytes` as the sink compresses a trace: independent zstd frames of at
-/// most 128 KiB of pcapng each, concatenated.
+/// `bytes` as several concatenated zstd frames (what `zstd` on pieces, or
+/// `cat a.zst b.zst`, makes; the sink writes one frame per file, which
+/// tracer-sink/tests/compressed.rs reads with the matcher).
 fn zstd_frames(bytes: &[u8]) -> Vec<u8> {
     bytes
         .chunks(100_000)

@@ -383,9 +383,11 @@ impl TraceFile {
         // Cut the partial block (or flush) away so the file stays readable,
         // and end the zstd frame there (the cut freed the room it needs).
         let _ = self.file.set_len(self.committed);
+        // At the cut: the file's write position is still past it.
         if self.zst.is_some()
             && self.committed > 0
-            && writeback::write_out(&mut self.file, &END_BLOCK).1.is_none()
+            && std::os::unix::fs::FileExt::write_all_at(&self.file, &END_BLOCK, self.committed)
+                .is_ok()
         {
             self.committed += END_BLOCK.len() as u64;
         }
