@@ -24,7 +24,7 @@
 #
 # Env: TRAFFIC ("flood"), RATE (flood events/s, 300000), EVENTS (flood,
 # 1500000), IPERF_RATE (agents, 200M as the demo; 400M is the soak's),
-# SECS (agents, 10), ROUNDS (5), LEVELS ("1": zstd levels to compare, each
+# SECS (agents, 10), ROUNDS (5), LEVELS ("-1", the default: zstd levels to compare, each
 # a mode), BENCH_OUT_DIR (where the sinks write; default a fresh dir under
 # /dev/shm when it has room, else ${TMPDIR:-/tmp}), SINK_BIN, BUILD (1).
 set -euo pipefail
@@ -33,7 +33,7 @@ TRAFFIC=${TRAFFIC:-flood}
 RATE=${RATE:-300000}
 EVENTS=${EVENTS:-1500000}
 ROUNDS=${ROUNDS:-5}
-LEVELS=${LEVELS:-1}
+LEVELS=${LEVELS:--1}
 IPERF_RATE=${IPERF_RATE:-200M}
 SECS=${SECS:-10}
 BUILD=${BUILD:-1}
