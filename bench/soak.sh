@@ -15,16 +15,20 @@
 #     every SAMPLE seconds in the log;
 #   - every loss counter: per agent its BPF ring losses, overruns, bad
 #     records and failed sends; in the sink the per-agent datagram and
-#     event gaps, agent-side losses, rejects by reason and sink_write_lost.
+#     event gaps, agent-side losses, rejects by reason and sink_write_lost;
+#   - the sink's CPU time per event (user + system, both threads) and the
+#     trace's size: bytes per event and per hour on disk (zstd by default;
+#     SINK_ARGS="--compress none" for plain pcapng) and uncompressed.
 #
 # The sink rotates files at ROTATE and the script deletes all but the
-# newest two as it goes (at 100 k events/s the trace grows by ~33 MB/s).
+# newest two as it goes (at 100 k events/s a plain trace grows by ~33 MB/s).
 #
 # Env: DURATION (600 s), RATE (400M, iperf3 -b: about 100 k events/s here;
 # 1200M made 285 k/s, 3 % of which the receiving agent lost to ring
 # overruns on this 2-core VM), ROTATE (256M), WARMUP (10 s), SAMPLE (30 s),
 # OUT_DIR (where the sink writes; default a fresh dir under /dev/shm if it
-# has room, else ${TMPDIR:-/tmp}; removed at the end unless KEEP=1).
+# has room, else ${TMPDIR:-/tmp}; removed at the end unless KEEP=1),
+# SINK_ARGS (more sink options, e.g. "--compress none").
 #
 # Root only. To serialise it with other runs through flock, use
 # `flock -o LOCK bash bench/soak.sh` (without -o the background children
@@ -86,7 +90,7 @@ inns $A ethtool -K $DA tso off gso off > /dev/null 2>&1 || true
 
 # nsenter directly (not through a shell function): $! is then the sink.
 nsenter --net=/run/netns/$A -- "$BIN/tracer-sink" --listen $AA:7420 --output "$WORK/traces" \
-    --stats-interval 0 --json --rotate-size "$ROTATE" > "$WORK/sink.out" 2> "$WORK/sink.err" &
+    --stats-interval 0 --json --rotate-size "$ROTATE" ${SINK_ARGS:-} > "$WORK/sink.out" 2> "$WORK/sink.err" &
 SINK=$!
 for _ in $(seq 100); do grep -q "tracer-sink started" "$WORK/sink.err" && break; sleep 0.05; done
 inns $B iperf3 -s -B $AB > /dev/null 2>&1 &
@@ -124,7 +128,7 @@ sleep "$WARMUP"
 START_SINK=$(rss $SINK) START_A=$(rss $AGENT_A) START_B=$(rss $AGENT_B)
 sample "t=${WARMUP}s"
 # Closed trace files are not needed: keep the newest two.
-prune() { ls -1t "$WORK"/traces/*.pcapng 2>/dev/null | tail -n +3 | xargs -r rm -f; }
+prune() { ls -1t "$WORK"/traces/*.pcapng* 2>/dev/null | tail -n +3 | xargs -r rm -f; }
 while kill -0 $IPERF 2>/dev/null; do
     for _ in $(seq "$SAMPLE"); do
         kill -0 $IPERF 2>/dev/null || break
@@ -137,6 +141,9 @@ wait $IPERF || true
 ELAPSED=$(($(date +%s) - T0))
 END_SINK=$(rss $SINK) END_A=$(rss $AGENT_A) END_B=$(rss $AGENT_B)
 HWM_SINK=$(hwm $SINK) HWM_A=$(hwm $AGENT_A) HWM_B=$(hwm $AGENT_B)
+# Sink CPU (user + system ticks, both threads) over the run, before the
+# final drain.
+SINK_TICKS=$(awk '{print $14 + $15}' "/proc/$SINK/stat")
 sample "t=${ELAPSED}s (end)"
 
 for p in $AGENT_A $AGENT_B; do kill -INT $p; done
@@ -151,9 +158,10 @@ printf "sink          %8s %8s %6s\n" "$(mb $START_SINK)" "$(mb $END_SINK)" "$(mb
 printf "agent a (tx)  %8s %8s %6s\n" "$(mb $START_A)" "$(mb $END_A)" "$(mb $HWM_A)"
 printf "agent b (tx,rx) %6s %8s %6s\n" "$(mb $START_B)" "$(mb $END_B)" "$(mb $HWM_B)"
 echo
-python3 - "$WORK" "$ELAPSED" <<'PY'
+python3 - "$WORK" "$ELAPSED" "$SINK_TICKS" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 work, elapsed = sys.argv[1], float(sys.argv[2])
+sink_cpu_s = float(sys.argv[3]) / float(sys.argv[4])
 def last_json(path):
     lines = [l for l in open(path) if l.startswith("{")]
     return json.loads(lines[-1]) if lines else {}
@@ -176,6 +184,12 @@ print(f"sink: events written {w} ({w / elapsed:.0f}/s), accepted {sink.get('even
       f"sink_write_lost {sink.get('sink_write_lost')}, out-of-order {sink.get('events_out_of_order')}, "
       f"reorder_overflow {sink.get('reorder_overflow')}, files {sink.get('files')}, "
       f"bytes {sink.get('bytes_written')}")
+if w:
+    b, raw = sink.get("bytes_written", 0), sink.get("bytes_uncompressed", 0)
+    print(f"sink CPU {sink_cpu_s:.1f} s over the run: {1e9 * sink_cpu_s / w:.0f} ns/event; "
+          f"trace ({sink.get('compression', 'none')}): {b / w:.1f} bytes/event, "
+          f"{b / elapsed * 3600 / 1e9:.2f} GB/hour on disk "
+          f"({raw / w:.1f} bytes/event, {raw / elapsed * 3600 / 1e9:.2f} GB/hour uncompressed)")
 if sent:
     total = sum(sent.values())
     print(f"agents' events {total}, sink wrote {w}: {total - w} not in the file")

@@ -2,7 +2,7 @@
 """Which transmission does a SENDMSG tag describe? A packet capture as witness.
 
 Reads the runs bench/tag-witness.sh made (one directory each: the sink's
-trace-*.pcapng, capture-<host>.pcapng of each veth end, run.json) and, per
+trace-*.pcapng(.zst), capture-<host>.pcapng of each veth end, run.json) and, per
 run and as medians per condition (loss / no loss):
 
 * classifies every SENDMSG tag (host, socket cookie, tskey) against the
@@ -408,9 +408,10 @@ def load_runs(dirs, lua, match_bin, jobs):
         for d in dirs:
             with open(os.path.join(d, "run.json")) as f:
                 meta = json.load(f)
-            traces = sorted(glob.glob(os.path.join(d, "trace-*.pcapng")))
+            traces = sorted(glob.glob(os.path.join(d, "trace-*.pcapng"))
+                            + glob.glob(os.path.join(d, "trace-*.pcapng.zst")))
             if len(traces) != 1:
-                sys.exit(f"{d}: expected one trace-*.pcapng, found {len(traces)}")
+                sys.exit(f"{d}: expected one trace-*.pcapng(.zst), found {len(traces)}")
             run = dict(dir=d, meta=meta, caps={})
             # The slow one (the trace through the Lua dissector) first.
             futures.append((run, "trace", ex.submit(read_trace, traces[0], lua)))

@@ -7,7 +7,7 @@
 # (--clock sink), which must learn both oscillators. Once both clocks are
 # locked and stable, iperf3 sends TCP both ways, with random loss both
 # ways for the whole run (an nftables rule on each host). The trace
-# (traces/*.pcapng) is summarised by tshark with our dissector (TX and RX
+# (traces/*.pcapng.zst) is summarised by tshark with our dissector (TX and RX
 # stage latencies, drops, retransmissions) and by nettrace-match (each
 # sent skb linked to its reception on the other host: one-way latency,
 # causality, the clock offset the data prove; HTML report in
@@ -111,7 +111,7 @@ stop_tracing() {
 }
 
 mkdir -p "$OUT" "$OUT/unsynchronised"
-rm -f "$OUT"/trace-*.pcapng "$OUT"/report.html "$OUT"/unsynchronised/trace-*.pcapng
+rm -f "$OUT"/trace-*.pcapng* "$OUT"/report.html "$OUT"/unsynchronised/trace-*.pcapng*
 echo "== tracer-sink on $NS_S, writing $OUT/; tracer-agent on $NS_C and on $NS_S (--probes $PROBES)"
 echo "   clocks: client $OSC_C, server $OSC_S (offset ns, drift ppm); both agents --clock sink"
 start_tracing "$OUT" sink "$PROBES"
@@ -154,7 +154,7 @@ for log in agent agent-server; do
 done
 echo "== sink counters"; grep -v '^\s*$' "$OUT/sink.log" | tail -15
 
-FILE=$(ls "$OUT"/trace-*.pcapng | head -1)
+FILE=$(ls "$OUT"/trace-*.pcapng* | head -1)
 echo "== $FILE through tshark + $LUA"
 ts() { tshark -X "lua_script:$LUA" -r "$FILE" "$@"; }
 ERR=$(mktemp)
@@ -236,7 +236,7 @@ ts -o nettrace.ip_stats:FALSE -V \
 rm -f "$ROWS" "$ERR"
 
 echo "== nettrace-match: each skb one host sent linked to its reception on the other, on one time axis"
-"$BIN/nettrace-match" --html "$OUT/report.html" "$OUT"/trace-*.pcapng
+"$BIN/nettrace-match" --html "$OUT/report.html" "$OUT"/trace-*.pcapng*
 
 UNSYNC=$OUT/unsynchronised
 UNSYNC_SECONDS=${UNSYNC_SECONDS:-1}
@@ -250,7 +250,7 @@ sleep 0.5
 stop_tracing
 echo "-- nettrace-match, causality and offset lines: the server's clock reads 5 ms (and 80 ppm) behind"
 echo "   the client's, so everything the client sends seems to arrive before it left"
-"$BIN/nettrace-match" "$UNSYNC"/trace-*.pcapng \
+"$BIN/nettrace-match" "$UNSYNC"/trace-*.pcapng* \
     | grep -E "^[^ ]+ → |^  (one-way |causality)|^clock offset|^  data prove|^ +(INCONSISTENT|EXCLUDES|contains 0|one direction)"
 echo "   (both bounds lie near the -5 ms the oscillators started with; they cross because the offset"
 echo "   moved by 80 µs per second of the run, more than the two one-way latencies that bound it)"

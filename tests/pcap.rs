@@ -1,4 +1,5 @@
-//! Reads the sink's pcapng files back into typed frames.
+//! Reads the sink's pcapng files (plain or `.pcapng.zst`) back into typed
+//! frames.
 
 use std::path::{Path, PathBuf};
 
@@ -56,17 +57,58 @@ pub struct Trace {
     pub files: Vec<PathBuf>,
 }
 
-/// The .pcapng files in `dir`, sorted by name.
+/// The trace files (`.pcapng` and `.pcapng.zst`) in `dir`, sorted by name.
 pub fn pcapng_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+                .filter(|p| is_trace_name(p))
                 .collect()
         })
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// The pcapng byte stream of a trace file: decoded through zstd when the
+/// file starts with a zstd frame (the sink's default `.pcapng.zst`). A
+/// frame cut short (a killed sink's file) ends the stream where its whole
+/// blocks end, as tshark reads it: a pcapng block cut there is then an
+/// error of the pcapng reader.
+pub fn open_trace(path: &Path) -> Box<dyn std::io::Read> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut r = std::io::BufReader::new(file);
+    let head = r.fill_buf().expect("read the file's first bytes");
+    if is_zstd(head) {
+        Box::new(CutFrameIsEnd(
+            zstd::Decoder::with_buffer(r).expect("zstd decoder"),
+        ))
+    } else {
+        Box::new(r)
+    }
+}
+
+/// A zstd stream whose unfinished last frame ends it (see [`open_trace`]).
+struct CutFrameIsEnd<R>(R);
+
+impl<R: std::io::Read> std::io::Read for CutFrameIsEnd<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+            other => other,
+        }
+    }
+}
+
+/// Whether a file is a trace by its name (`.pcapng`, `.pcapng.zst`).
+pub fn is_trace_name(p: &Path) -> bool {
+    tracer_match::input::merge::is_trace_name(p)
+}
+
+/// Whether `head` starts a zstd frame.
+pub fn is_zstd(head: &[u8]) -> bool {
+    head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD])
 }
 
 /// Read every pcapng file of `dir`; panics on any malformed block.
@@ -95,8 +137,7 @@ pub fn read_dir_of_killed_sink(dir: &Path) -> (Trace, bool) {
 /// Returns whether the file ended in a cut block (only when `lenient`;
 /// otherwise that panics).
 fn read_file(path: &Path, t: &mut Trace, lenient: bool) -> bool {
-    let file = std::fs::File::open(path).expect("open pcapng");
-    let mut r = PcapNgReader::new(std::io::BufReader::new(file)).expect("pcapng section header");
+    let mut r = PcapNgReader::new(open_trace(path)).expect("pcapng section header");
     let mut names: Vec<String> = Vec::new();
     while let Some(b) = r.next_block() {
         let (block, _) = match b {

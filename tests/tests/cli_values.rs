@@ -124,6 +124,10 @@ const SINK: Binary = Binary {
         ("clock-listen", "sink_listens_on_unicast_addresses_only"),
         ("clock-hw-iface", "interface_names_are_checked"),
         (
+            "compress",
+            "tracer-sink binary::compress_values_are_checked",
+        ),
+        (
             "key-file",
             "tracer-sink binary::key_file_permissions_are_checked_and_the_key_never_printed",
         ),

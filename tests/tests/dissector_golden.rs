@@ -388,7 +388,7 @@ fn golden_through_sink() {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("trace-") && name.ends_with(".pcapng")
+            name.starts_with("trace-") && tracer_e2e::pcap::is_trace_name(p)
         })
         .collect();
     assert_eq!(files.len(), 1, "one trace file in {out:?}: {files:?}");

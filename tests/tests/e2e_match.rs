@@ -379,8 +379,11 @@ fn sender_skbs_meet_their_receptions_on_one_clock() {
     }
     let pair = NetnsPair::create("ntrmt", 243).expect("creating namespaces");
     let out = tempfile::tempdir().unwrap();
+    // Plain files, as many 256K ones as before compression became the
+    // default; the compressed form is rotated and merged in
+    // clock_sink_removes_the_oscillators_between_hosts.
     let setup = Setup {
-        sink_args: &["--rotate-size", "256K"],
+        sink_args: &["--rotate-size", "256K", "--compress", "none"],
         ..Setup::default()
     };
     let files = traced_pair(&pair, out.path(), &setup).files;
@@ -450,7 +453,9 @@ fn clock_sink_removes_the_oscillators_between_hosts() {
     let (client, server) = (osc_args("sink", OSC_CLIENT), osc_args("sink", OSC_SERVER));
     let setup = Setup {
         agent_args: [&client, &server],
-        sink_args: &["--rotate-size", "256K", "--clock-interval", "0.2"],
+        // Compressed files (the default) at the smallest rotation size:
+        // several .pcapng.zst per sink, merged, reversed and joined.
+        sink_args: &["--rotate-size", "64K", "--clock-interval", "0.2"],
         port: OSC_SINK_PORT,
         two_sinks: true,
         warm_up: Some(STABLE),

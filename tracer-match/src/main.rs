@@ -23,16 +23,16 @@ What it does:
   pair is bounded: θ ∈ [−min d(b→a), +min d(a→b)], shown beside what the
   agents' clock events claim. Unmatched skbs are counted by reason.
 
-Inputs: any number of .pcapng files written by tracer-sink (rotated files,
-files of several sinks) or directories holding them, in any order: events are
-merged by global time. Memory is bounded by the windows, not the trace size.
+Inputs: any number of .pcapng or .pcapng.zst files written by tracer-sink
+(rotated files, files of several sinks; zstd is told by its magic bytes) or
+directories holding them, in any order: events are merged by global time. Memory is bounded by the windows, not the trace size.
 Run the agents with --probes tx,rx on every host (and the same --sample-every).
 NAT: packets whose addresses or ports are rewritten on the way cannot be
 matched (they count as unmatched: no RX seen, or peer not traced).
 
 Examples:
   nettrace-match traces/
-  nettrace-match --html report.html traces/trace-*.pcapng
+  nettrace-match --html report.html traces/trace-*.pcapng*
   nettrace-match --json --sample-every 10 a/ b/ > match.json";
 
 /// Match sent packets to their receptions across hosts: one-way latency per
@@ -118,7 +118,7 @@ fn run(cli: Cli) -> Result<()> {
     let files = expand_inputs(&cli.inputs).context("cannot list the inputs")?;
     if files.is_empty() {
         bail!(
-            "no .pcapng files in the inputs given; pass the sink's --output directory or its files"
+            "no .pcapng or .pcapng.zst files in the inputs given; pass the sink's --output directory or its files"
         );
     }
     let merge = MergeConfig {

@@ -88,7 +88,7 @@ fn bad_inputs_are_named() {
 
     let out = bin().arg(dir.path()).output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no .pcapng files"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no .pcapng or .pcapng.zst files"));
 
     // A damaged file beside a good trace is reported, not fatal; alone,
     // with not one event read, it fails and names the file.

@@ -691,3 +691,65 @@ fn a_tag_left_behind_by_tcp_grow_skb_follows_the_bytes_it_sent() {
     assert!(first_gap.dist.is_none(), "{first_gap:?}");
     assert_eq!(r.hosts[0].tags_moved, 1);
 }
+
+/// `bytes` as several concatenated zstd frames (what `zstd` on pieces, or
+/// `cat a.zst b.zst`, makes; the sink writes one frame per file, which
+/// tracer-sink/tests/compressed.rs reads with the matcher).
+fn zstd_frames(bytes: &[u8]) -> Vec<u8> {
+    bytes
+        .chunks(100_000)
+        .flat_map(|c| zstd::bulk::compress(c, 1).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_zstd_compressed_trace_matches_as_its_plain_copy_and_a_cut_one_up_to_the_cut() {
+    let cfg = SynthConfig {
+        skbs: 400,
+        ..SynthConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = write_trace(dir.path(), &cfg, FileLayout::default()).unwrap();
+    let plain = std::fs::read(&files[0]).unwrap();
+    let zst = zstd_frames(&plain);
+    assert!(zst.len() * 3 < plain.len());
+    // Told by its magic bytes: a name without .zst still works.
+    let named = dir.path().join("compressed.pcapng.zst");
+    let unnamed = dir.path().join("compressed-too.pcapng");
+    std::fs::write(&named, &zst).unwrap();
+    std::fs::write(&unnamed, &zst).unwrap();
+    let run = |f: &PathBuf| {
+        tracer_match::run(
+            std::slice::from_ref(f),
+            MergeConfig::default(),
+            MatchConfig::default(),
+        )
+        .unwrap()
+        .0
+    };
+    let want = run(&files[0]);
+    for f in [&named, &unnamed] {
+        let got = run(f);
+        assert!(got.input.damaged_files.is_empty());
+        assert_eq!(got.input.events, want.input.events);
+        assert_eq!(dir_of(&got).matched, dir_of(&want).matched);
+    }
+    assert!(dir_of(&want).matched > 300);
+    // A directory lists the .zst file.
+    let only = tempfile::tempdir().unwrap();
+    std::fs::copy(&named, only.path().join("t-000.pcapng.zst")).unwrap();
+    let inputs = tracer_match::input::merge::expand_inputs(&[only.path().to_owned()]).unwrap();
+    assert_eq!(inputs.len(), 1);
+    // Cut inside a frame: the whole frames before it are used, and the
+    // file is reported damaged.
+    let cut = dir.path().join("cut.pcapng.zst");
+    std::fs::write(&cut, &zst[..zst.len() * 2 / 3]).unwrap();
+    let r = run(&cut);
+    assert_eq!(
+        r.input.damaged_files.len(),
+        1,
+        "{:?}",
+        r.input.damaged_files
+    );
+    assert!(r.input.events > 0 && r.input.events < want.input.events);
+}

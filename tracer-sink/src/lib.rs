@@ -70,12 +70,12 @@ pub mod writer_args;
 
 pub use crate::clock::SinkClock;
 pub use crate::config::{
-    parse_rcvbuf, parse_rotate_size, parse_size, prepare_output_dir, SinkConfig,
+    parse_rcvbuf, parse_rotate_size, parse_size, prepare_output_dir, Compression, SinkConfig,
 };
 pub use crate::embedded::EmbeddedSink;
 pub use crate::error::SinkError;
 pub use crate::live::LiveStreamConfig;
-pub use crate::pcapng::{interface_description, EPB_PACKETID, PAD_BLOCK};
+pub use crate::pcapng::{interface_description, is_zstd, EPB_PACKETID, PAD_BLOCK};
 pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
 pub use crate::stats::{AgentStats, LiveStats, SinkStats};

@@ -27,8 +27,11 @@ that invents agent ids cannot fill the agent table), and a datagram whose
 sequence jumps beyond a bound is rejected as seq_jump; when a limit bites
 it is logged at warn level once per 10 s with the counts.
 
-Files are named <prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng. Open them in
-Wireshark with the tracer dissector. Logs go to stderr (set RUST_LOG, e.g.
+Files are named <prefix>-<UTC YYYYmmddTHHMMSSZ>-<NNN>.pcapng.zst (zstd,
+the default) or .pcapng (--compress none). Wireshark, tshark, capinfos
+and mergecap (4.0 built with zstd, as Debian's) and nettrace-match open
+both directly; `zstd -d` turns a .zst into plain pcapng for other tools. Open them in Wireshark
+with the tracer dissector. Logs go to stderr (set RUST_LOG, e.g.
 RUST_LOG=debug); stdout carries only the stats. SIGINT or SIGTERM stops the
 sink cleanly: queued datagrams are read, every accepted event is written,
 the file is closed with interface statistics, and the exit status is 0.";

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::config::{parse_rotate_size, SinkConfig};
+use crate::config::{parse_rotate_size, Compression, SinkConfig};
 
 /// Largest `--reorder-max-events` (about 13 GB of held events).
 pub const MAX_REORDER_EVENTS: usize = 100_000_000;
@@ -44,6 +44,21 @@ pub struct WriterArgs {
     #[arg(long, value_name = "PREFIX", default_value = "trace", value_parser = tracer_cli::file_name_part)]
     pub file_prefix: String,
 
+    /// How to write the files: `zstd` (`.pcapng.zst`, about 1/10 the size;
+    /// a file cut by a crash or a full disk is still read to its last
+    /// flush, at most 100 ms before) or `none` (plain `.pcapng`, for tools
+    /// without zstd support).
+    #[arg(long, value_name = "HOW", default_value = "zstd")]
+    pub compress: CompressArg,
+
+    /// zstd level: higher is smaller and slower, negative levels faster
+    /// still (0: zstd's default, 3). bench/compress.sh with LEVELS="1 3"
+    /// measures them on this machine. [range: -7..=15]
+    #[arg(long, value_name = "N", default_value_t = i64::from(Compression::DEFAULT_LEVEL),
+        allow_negative_numbers = true,
+        value_parser = tracer_cli::int(i64::from(Compression::MIN_LEVEL), i64::from(Compression::MAX_LEVEL)))]
+    pub compress_level: i64,
+
     /// Write each event's one-line summary as its packet comment, for
     /// readers without the dissector (capinfos, editcap, other tools).
     /// Off by default: about 64 bytes more per event and some 40 % more
@@ -63,6 +78,15 @@ pub struct WriterArgs {
     pub retry_interval: Duration,
 }
 
+/// `--compress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompressArg {
+    /// zstd-compressed pcapng (`.pcapng.zst`).
+    Zstd,
+    /// Plain pcapng (`.pcapng`).
+    None,
+}
+
 impl WriterArgs {
     /// `config` with these options applied.
     pub fn apply(&self, config: SinkConfig) -> SinkConfig {
@@ -74,6 +98,13 @@ impl WriterArgs {
             reorder_max_events: self.reorder_max_events,
             comments: self.comments && !self.no_comments,
             retry_interval: self.retry_interval,
+            compression: match self.compress {
+                CompressArg::None => Compression::None,
+                CompressArg::Zstd => Compression::Zstd {
+                    // In MIN_LEVEL..=MAX_LEVEL: the parser checked it.
+                    level: self.compress_level as i32,
+                },
+            },
             ..config
         }
     }
@@ -112,6 +143,7 @@ mod tests {
         assert_eq!(a.reorder_window, d.reorder_window);
         assert_eq!(a.reorder_max_events, d.reorder_max_events);
         assert_eq!(a.retry_interval, d.retry_interval);
+        assert_eq!(a.compression, d.compression);
         let c = Cli::try_parse_from([
             "x",
             "--rotate-size",
@@ -121,6 +153,8 @@ mod tests {
             "--comments",
             "--file-prefix",
             "web",
+            "--compress-level",
+            "-3",
         ])
         .unwrap();
         let a = c.w.apply(SinkConfig::new("out"));
@@ -128,6 +162,12 @@ mod tests {
         assert_eq!(a.rotate_interval, Some(Duration::from_secs(60)));
         assert!(a.comments);
         assert_eq!(a.file_prefix, "web");
+        assert_eq!(a.compression, Compression::Zstd { level: -3 });
+        let c = Cli::try_parse_from(["x", "--compress", "none"]).unwrap();
+        assert_eq!(
+            c.w.apply(SinkConfig::new("o")).compression,
+            Compression::None
+        );
         assert_eq!(a.output_dir, std::path::PathBuf::from("out"));
     }
 

@@ -157,6 +157,24 @@ fn rotate_size_below_the_minimum_is_refused() {
     assert!(files(dir.path()).is_empty());
 }
 
+/// `--compress` takes `zstd` or `none` only; a bad value stops the sink
+/// before it creates anything.
+#[test]
+fn compress_values_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["gzip", "", "ZSTD1"] {
+        let (code, err) = run_sink(&[
+            "--output".as_ref(),
+            dir.path().as_os_str(),
+            "--compress".as_ref(),
+            bad.as_ref(),
+        ]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains("zstd") && err.contains("none"), "{err}");
+    }
+    assert!(files(dir.path()).is_empty());
+}
+
 #[test]
 fn an_output_path_that_is_a_file_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();

@@ -87,8 +87,8 @@ async fn three_agents_round_trip() {
     let name = files[0].file_name().unwrap().to_string_lossy().to_string();
     assert!(
         name.starts_with("trace-")
-            && name.ends_with("-000.pcapng")
-            && name.len() == "trace-20240101T000000Z-000.pcapng".len(),
+            && name.ends_with("-000.pcapng.zst")
+            && name.len() == "trace-20240101T000000Z-000.pcapng.zst".len(),
         "{name}"
     );
     let sections = read_file(&files[0]);

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use tracer_codec::{CaptureRecord, TxEvent};
+use tracer_sink::Compression;
 
 const MOUNT_PREFIX: &str = "tracer-sink-fulldisk-";
 
@@ -77,10 +78,23 @@ fn remount(p: &Path, size: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_disk_is_counted_and_survived() {
+    full_disk_case(Compression::None, 30, "rotate").await;
+}
+
+/// The same with zstd (the default): a write that hits the full disk is
+/// cut back to its last whole frame, and what those frames hold is
+/// exactly what is counted written. Ten times the events, to fill the
+/// disk with compressed bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_disk_is_counted_and_survived_compressed() {
+    full_disk_case(Compression::Zstd { level: 1 }, 300, "rotate-zst").await;
+}
+
+async fn full_disk_case(compression: Compression, per_burst: usize, tag: &str) {
     if !tracer_e2e::skip::require_root() {
         return;
     }
-    let Some(mnt) = mount_tmpfs("256k", "rotate") else {
+    let Some(mnt) = mount_tmpfs("256k", tag) else {
         tracer_e2e::skip::skip("cannot mount a tmpfs here");
         return;
     };
@@ -92,6 +106,7 @@ async fn full_disk_is_counted_and_survived() {
         rotate_size_bytes: Some(64 * 1024),
         retry_interval: Duration::from_millis(200),
         reorder_window: Duration::from_millis(10),
+        compression,
         ..c
     })
     .await;
@@ -109,9 +124,9 @@ async fn full_disk_is_counted_and_survived() {
             tx.send_to(&a.datagram(&evs), sink.addr).unwrap();
         }
     };
-    // Phase 1: about 2 MB of pcapng into 256 KiB.
+    // Phase 1: about 2 MB of pcapng (20 MB compressed) into 256 KiB.
     for _ in 0..20 {
-        send(&mut a, 30);
+        send(&mut a, per_burst);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -138,6 +153,23 @@ async fn full_disk_is_counted_and_survived() {
     let mut got = BTreeSet::new();
     let f = files(&out);
     assert!(f.len() >= 3, "{} files", f.len());
+    let suffix = compression.extension();
+    assert!(
+        f.iter().all(|p| p.to_string_lossy().ends_with(suffix)),
+        "{f:?}"
+    );
+    if compression != Compression::None {
+        // Cut back at a flush and ended there: a whole zstd frame (or, if
+        // not even its 3-byte end fitted, one that stops between blocks),
+        // never damaged data.
+        for p in &f {
+            match zstd::stream::decode_all(std::fs::File::open(p).unwrap()) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+                Err(e) => panic!("{}: {e}", p.display()),
+            }
+        }
+    }
     for p in &f {
         for s in read_file(p) {
             for e in &s.epbs {
@@ -147,6 +179,11 @@ async fn full_disk_is_counted_and_survived() {
         }
     }
     assert_eq!(got.len() as u64, stats.events_written);
+    let on_disk: u64 = f.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert_eq!(
+        on_disk, stats.bytes_written,
+        "bytes_written counts the bytes on disk"
+    );
     // Everything sent after space came back was written.
     for s in phase2_from..phase2_to {
         assert!(got.contains(&s), "event {s} sent after recovery is missing");
@@ -172,6 +209,7 @@ async fn small_free_space_makes_progress_and_retries_leave_no_empty_files() {
         output_dir: out2,
         retry_interval: Duration::from_millis(100),
         reorder_window: Duration::from_millis(50),
+        compression: tracer_sink::Compression::None,
         ..c
     })
     .await;

@@ -59,6 +59,7 @@ fn expected(agents: &[SimAgent]) -> BTreeSet<(u64, u64)> {
 async fn rotation_by_size() {
     let sink = TestSink::start(|c| tracer_sink::SinkConfig {
         rotate_size_bytes: Some(64 * 1024),
+        compression: tracer_sink::Compression::None,
         ..c
     })
     .await;
@@ -88,6 +89,66 @@ async fn rotation_by_size() {
         // A file ends at the first event past the limit, plus its ISBs.
         assert!(len < 64 * 1024 + 2048, "{}: {len} bytes", f.display());
     }
+}
+
+/// zstd (the default) rotates by compressed bytes on disk: every file is
+/// near the limit on disk while it holds several times that in pcapng,
+/// and the stats count both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_by_size_counts_compressed_bytes() {
+    const LIMIT: u64 = 64 * 1024;
+    let sink = TestSink::start(|c| tracer_sink::SinkConfig {
+        rotate_size_bytes: Some(LIMIT),
+        ..c
+    })
+    .await;
+    let tx = sender();
+    let mut agents = [SimAgent::new(0x53, "z1"), SimAgent::new(0x54, "z2")];
+    let mut t = BASE_NS;
+    for i in 0..3000 {
+        for a in agents.iter_mut() {
+            let evs: Vec<TxEvent> = (0..a.per_datagram() as u64)
+                .map(|k| {
+                    t += 10;
+                    tx_event(t, k * 7919 + i, 2)
+                })
+                .collect();
+            tx.send_to(&a.datagram(&evs), sink.addr).unwrap();
+        }
+        if i % 200 == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let (stats, dir) = sink.stop().await;
+    let out = dir.path().join("out");
+    let (n_files, got) = check_files(&out, 2);
+    let want = expected(&agents);
+    assert_eq!(got.len(), want.len(), "no event twice, none lost");
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), want);
+    assert!(n_files >= 4, "{n_files} files");
+    assert_eq!(stats.files as usize, n_files);
+    assert_eq!(stats.compression, "zstd");
+    let (mut disk, mut raw) = (0, 0);
+    for f in files(&out) {
+        assert!(
+            f.to_string_lossy().ends_with(".pcapng.zst"),
+            "{}",
+            f.display()
+        );
+        let len = std::fs::metadata(&f).unwrap().len();
+        let decoded = zstd::stream::decode_all(std::fs::File::open(&f).unwrap())
+            .unwrap()
+            .len() as u64;
+        // Past the limit by at most the frame that crossed it (128 KiB of
+        // pcapng, compressed) and the closing ISBs.
+        assert!(len < LIMIT + 32 * 1024, "{}: {len} bytes", f.display());
+        disk += len;
+        raw += decoded;
+    }
+    assert_eq!(stats.bytes_written, disk);
+    assert_eq!(stats.bytes_uncompressed, raw);
+    // The limit counted compressed bytes: files hold far more pcapng.
+    assert!(raw > 4 * disk, "{raw} bytes of pcapng in {disk} on disk");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,13 +17,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tracer_codec::{CaptureRecord, ClockState, Event};
 
+use super::file::TraceInput;
 use super::pcapng::{Block, PcapngReader};
 use super::{Ev, HostId, HostTable, Input};
 use crate::error::MatchError;
@@ -91,7 +90,7 @@ pub struct AgentTotals {
 struct Source {
     path: PathBuf,
     /// `None` once the file is read to its end (closed).
-    reader: Option<PcapngReader<BufReader<File>>>,
+    reader: Option<PcapngReader<TraceInput>>,
     /// Its events read and not yet released, in key order.
     queue: VecDeque<Held>,
 }
@@ -137,13 +136,13 @@ impl Merge {
     pub fn open(paths: &[PathBuf], cfg: MergeConfig) -> Result<Self, MatchError> {
         let mut sources = Vec::with_capacity(paths.len());
         for p in paths {
-            let f = File::open(p).map_err(|source| MatchError::Open {
+            let f = TraceInput::open(p, READ_BUF).map_err(|source| MatchError::Open {
                 path: p.clone(),
                 source,
             })?;
             sources.push(Source {
                 path: p.clone(),
-                reader: Some(PcapngReader::new(BufReader::with_capacity(READ_BUF, f))),
+                reader: Some(PcapngReader::new(f)),
                 queue: VecDeque::new(),
             });
         }
@@ -273,6 +272,13 @@ impl Merge {
             let block = match reader.next_block() {
                 Ok(Some(b)) => b,
                 Ok(None) => {
+                    // A compressed file cut inside a frame ends cleanly
+                    // at its last whole frame: still say it was damaged.
+                    if let Some(why) = reader.get_ref().damage() {
+                        let path = src.path.display().to_string();
+                        tracing::info!(file = %path, error = %why, "stopped reading this file; the events before this point are used");
+                        self.stats.damaged_files.push((path, why.to_owned()));
+                    }
                     src.reader = None;
                     return Ok(None);
                 }
@@ -369,8 +375,8 @@ impl Merge {
     }
 }
 
-/// The `.pcapng` files named: files as given, directories expanded to
-/// the `.pcapng` files inside (sorted by name).
+/// The trace files named: files as given, directories expanded to the
+/// `.pcapng` and `.pcapng.zst` files inside (sorted by name).
 pub fn expand_inputs(args: &[PathBuf]) -> Result<Vec<PathBuf>, MatchError> {
     let mut out = Vec::new();
     for a in args {
@@ -381,7 +387,7 @@ pub fn expand_inputs(args: &[PathBuf]) -> Result<Vec<PathBuf>, MatchError> {
                     source,
                 })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "pcapng"))
+                .filter(|p| is_trace_name(p))
                 .collect();
             v.sort();
             out.extend(v);
@@ -390,4 +396,12 @@ pub fn expand_inputs(args: &[PathBuf]) -> Result<Vec<PathBuf>, MatchError> {
         }
     }
     Ok(out)
+}
+
+/// Whether a file in a directory is a trace by its name: `.pcapng` or
+/// `.pcapng.zst` (a file named explicitly is read whatever its name).
+pub fn is_trace_name(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".pcapng") || n.ends_with(".pcapng.zst"))
 }

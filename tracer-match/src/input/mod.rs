@@ -1,6 +1,8 @@
-//! Reading traces: the events of one or more pcapng files, merged into one
-//! stream in global-time order with a bounded reorder window.
+//! Reading traces: the events of one or more pcapng files (plain or
+//! zstd-compressed), merged into one stream in global-time order with a
+//! bounded reorder window.
 
+pub mod file;
 pub mod merge;
 pub mod pcapng;
 

@@ -110,6 +110,11 @@ impl<R: Read> PcapngReader<R> {
         }
     }
 
+    /// The stream read from.
+    pub fn get_ref(&self) -> &R {
+        &self.r
+    }
+
     /// Interfaces of the current section, by id.
     pub fn interfaces(&self) -> &[Interface] {
         &self.interfaces

@@ -1,15 +1,34 @@
 //! The blocks `pcap-file` encodes for the sink: the Section Header Block
-//! of every file and an agent's Interface Description Block.
+//! of every file, an agent's Interface Description Block and its
+//! Interface Statistics Block.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
 };
+use pcap_file::pcapng::blocks::interface_statistics::{
+    InterfaceStatisticsBlock, InterfaceStatisticsOption,
+};
+use pcap_file::pcapng::blocks::opt_common::CommonOption;
 use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
 use pcap_file::{DataLink, Endianness};
 
 use crate::batch::AgentInfo;
+
+/// What an ISB says about one interface.
+#[derive(Debug, Clone)]
+pub(crate) struct IsbInfo {
+    /// Agent index.
+    pub agent: u32,
+    /// Events received from the agent (cumulative, whole sink run).
+    pub ifrecv: u64,
+    /// Events lost before the sink (event gaps + agent-side losses).
+    pub ifdrop: u64,
+    /// Breakdown for the comment.
+    pub comment: String,
+}
 
 /// Snapshot length written in every IDB (no limit is applied).
 pub const SNAPLEN: u32 = 0;
@@ -67,4 +86,33 @@ pub fn interface_description(
         "agent {agent_id:016x} clock {} incarnation {incarnation:016x} from {source}",
         crate::stats::clock_source_name(clock_source)
     )
+}
+
+/// The ISB of interface `iface` at `now_ns`: `span` is the first and last
+/// event time written in this file, if any.
+pub(super) fn statistics_block(
+    iface: u32,
+    span: Option<(u64, u64)>,
+    isb: &IsbInfo,
+    now_ns: u64,
+) -> InterfaceStatisticsBlock<'_> {
+    let mut options = Vec::with_capacity(5);
+    if let Some((first, last)) = span {
+        options.push(InterfaceStatisticsOption::IsbStartTime(
+            Duration::from_nanos(first),
+        ));
+        options.push(InterfaceStatisticsOption::IsbEndTime(Duration::from_nanos(
+            last,
+        )));
+    }
+    options.push(InterfaceStatisticsOption::IsbIfRecv(isb.ifrecv));
+    options.push(InterfaceStatisticsOption::IsbIfDrop(isb.ifdrop));
+    options.push(InterfaceStatisticsOption::Common(CommonOption::Comment(
+        Cow::Borrowed(&isb.comment),
+    )));
+    InterfaceStatisticsBlock {
+        interface_id: iface,
+        timestamp: Duration::from_nanos(now_ns),
+        options,
+    }
 }

@@ -1,4 +1,5 @@
-//! One pcapng output file: SHB, one IDB per agent, EPBs, ISBs at close.
+//! One pcapng output file: SHB, one IDB per agent, EPBs, ISBs at close;
+//! plain, or one zstd frame flushed block by block ([`frames`]).
 //!
 //! Blocks are encoded into an in-memory buffer that is written to the
 //! file in large chunks (the crate's writer does not buffer): SHB, IDBs
@@ -7,77 +8,42 @@
 //! Because the buffer is only ever written whole, the sink knows the last
 //! file offset that ends on a block boundary: after a failed write (full
 //! disk) it truncates the file back to it, so the file stays a valid
-//! pcapng with every event that made it to disk.
+//! pcapng with every event that made it to disk. A compressed file is
+//! cut back to the end of its last whole flush instead.
 
 mod blocks;
 mod epb;
+mod frames;
 mod pages;
+mod writeback;
 
-use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pcap_file::pcapng::blocks::interface_statistics::{
-    InterfaceStatisticsBlock, InterfaceStatisticsOption,
-};
-use pcap_file::pcapng::blocks::opt_common::CommonOption;
 use pcap_file::pcapng::PcapNgWriter;
 
 use crate::batch::AgentInfo;
 use crate::clock::utc_compact;
+use crate::config::Compression;
 use crate::error::SinkError;
 use crate::fasthash::IndexMap;
 
 pub use blocks::interface_description;
+pub(crate) use blocks::IsbInfo;
 pub use epb::EPB_PACKETID;
+pub use frames::is_zstd;
 pub use pages::PAD_BLOCK;
+pub(crate) use writeback::WriteFailure;
 
 // The live stream encodes its blocks as the files do.
 pub(crate) use blocks::{interface_block, section_header};
 pub(crate) use epb::encode_epb_parts;
 use epb::{encode_epb, epbs_by_agent, whole_blocks};
+use frames::{ZstdFile, END_BLOCK, FLUSH_RAW_MAX, ZSTD_WRITE_CHUNK};
 
 /// Encoded bytes kept in memory before a write to the file.
 pub const WRITE_CHUNK: usize = 1 << 20;
-/// Written bytes left in the page cache behind the newest write: older
-/// ones are written back and dropped (see [`TraceFile::write_behind`]).
-pub const WRITE_BEHIND_LAG: u64 = 8 << 20;
-
-/// What an ISB says about one interface.
-#[derive(Debug, Clone)]
-pub(crate) struct IsbInfo {
-    /// Agent index.
-    pub agent: u32,
-    /// Events received from the agent (cumulative, whole sink run).
-    pub ifrecv: u64,
-    /// Events lost before the sink (event gaps + agent-side losses).
-    pub ifdrop: u64,
-    /// Breakdown for the comment.
-    pub comment: String,
-}
-
-/// A failed write: the file was cut back to its last complete block (or
-/// removed, when that left it without any event).
-#[derive(Debug)]
-pub(crate) struct WriteFailure {
-    /// Events that were in the lost part.
-    pub lost_events: u64,
-    /// Events of the failed write that did reach the file (the whole
-    /// blocks that fitted before the error).
-    pub written_events: u64,
-    /// `written_events` per agent index (what each agent is told was
-    /// delivered; the rest of its events in the write are lost).
-    pub written_by_agent: Vec<(u32, u64)>,
-    /// Bytes the file keeps on disk (0 when it was removed).
-    pub file_bytes: u64,
-    /// The file held no event and was removed, so that retries on a full
-    /// disk do not leave a header-only file each.
-    pub removed: bool,
-    /// What went wrong.
-    pub error: SinkError,
-}
 
 struct Span {
     first_ts: u64,
@@ -89,8 +55,13 @@ pub(crate) struct TraceFile {
     path: PathBuf,
     file: File,
     w: PcapNgWriter<Vec<u8>>,
-    /// Bytes on disk, always a block boundary.
+    /// Bytes on disk, always a block (or frame) boundary.
     committed: u64,
+    /// Uncompressed pcapng bytes of what is on disk.
+    committed_raw: u64,
+    /// The compressor and its unwritten flushes (`None`: plain pcapng);
+    /// `w` then holds the pcapng blocks of the next flush.
+    zst: Option<ZstdFile>,
     /// EPBs on disk.
     committed_events: u64,
     /// Bytes already written back and dropped from the page cache.
@@ -109,20 +80,26 @@ fn pcap_err(what: &str, e: impl std::fmt::Display) -> SinkError {
 }
 
 impl TraceFile {
-    /// Create `<prefix>-<UTC>-<NNN>.pcapng` in `dir` (never overwriting a
-    /// file: NNN is raised until the name is free) and write its SHB.
-    /// `seq` is the sink's file counter; returns the file and the counter
-    /// value actually used.
+    /// Create `<prefix>-<UTC>-<NNN>.pcapng` (`.pcapng.zst` compressed) in
+    /// `dir` (never overwriting a file: NNN is raised until the name is
+    /// free) and write its SHB. `seq` is the sink's file counter; returns
+    /// the file and the counter value actually used.
     pub fn create(
         dir: &Path,
         prefix: &str,
         seq: u32,
         unix_s: u64,
+        compression: Compression,
     ) -> Result<(Self, u32), SinkError> {
+        let zst = match compression {
+            Compression::None => None,
+            Compression::Zstd { level } => Some(ZstdFile::new(level)?),
+        };
         let stamp = utc_compact(unix_s);
+        let ext = compression.extension();
         let mut n = seq;
         let (path, file) = loop {
-            let path = dir.join(format!("{prefix}-{stamp}-{n:03}.pcapng"));
+            let path = dir.join(format!("{prefix}-{stamp}-{n:03}.{ext}"));
             match OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(f) => break (path, f),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < seq + 1000 => n += 1,
@@ -144,6 +121,8 @@ impl TraceFile {
             file,
             w,
             committed: 0,
+            committed_raw: 0,
+            zst,
             committed_events: 0,
             dropped: 0,
             pending_events: 0,
@@ -166,9 +145,20 @@ impl TraceFile {
         &self.path
     }
 
-    /// Bytes of the file including what is still buffered.
+    /// Bytes of the file including what is still buffered (compressed:
+    /// the next flush is not counted until it is compressed, at most
+    /// [`FLUSH_RAW_MAX`] uncompressed bytes).
     pub fn len(&self) -> u64 {
-        self.committed + self.w.get_ref().len() as u64
+        match &self.zst {
+            Some(z) => self.committed + z.out().len() as u64,
+            None => self.committed + self.w.get_ref().len() as u64,
+        }
+    }
+
+    /// Uncompressed pcapng bytes on disk (the same as
+    /// [`committed`](Self::committed) for a plain file).
+    pub fn committed_raw(&self) -> u64 {
+        self.committed_raw
     }
 
     /// Bytes on disk.
@@ -196,7 +186,7 @@ impl TraceFile {
         self.w
             .write_pcapng_block(idb)
             .map_err(|e| pcap_err("interface description", e))?;
-        pages::keep_in_page(self.w.get_mut(), self.committed, start);
+        self.block_added(start, self.pending_events)?;
         let id = self.spans.len() as u32;
         self.ifaces.insert(a.index, id);
         self.spans.push((a.index, None));
@@ -251,8 +241,7 @@ impl TraceFile {
         let buf = self.w.get_mut();
         let start = buf.len();
         encode_epb(buf, iface, ts_ns, packet_id, payload, comment);
-        self.event_added(start, iface, ts_ns);
-        Ok(())
+        self.event_added(start, iface, ts_ns)
     }
 
     /// Encode one EPB without a comment whose packet data is `head` then
@@ -274,14 +263,38 @@ impl TraceFile {
         let start = buf.len();
         let at = encode_epb_parts(buf, iface, ts_ns, packet_id, head, data);
         fill(&mut buf[at..at + head.len()]);
-        self.event_added(start, iface, ts_ns);
+        self.event_added(start, iface, ts_ns)
+    }
+
+    /// The block appended from `start` of the buffer, behind blocks that
+    /// hold `events_before` EPBs: plain, kept within its page; compressed,
+    /// the blocks before it are flushed once it takes the buffer past a
+    /// flush's size.
+    fn block_added(&mut self, start: usize, events_before: u64) -> Result<(), SinkError> {
+        let buf = self.w.get_mut();
+        match &mut self.zst {
+            None => {
+                pages::keep_in_page(buf, self.committed, start);
+            }
+            Some(z) if buf.len() > FLUSH_RAW_MAX && start > 0 => {
+                let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
+                z.push(&buf[..start], events_before, &agents)?;
+                buf.drain(..start);
+                self.pending_events -= events_before;
+            }
+            Some(_) => {}
+        }
         Ok(())
     }
 
-    /// The EPB encoded from `start` of the buffer: kept within its page,
-    /// counted, and its time in its interface's span.
-    fn event_added(&mut self, start: usize, iface: u32, ts_ns: u64) {
-        pages::keep_in_page(self.w.get_mut(), self.committed, start);
+    /// The EPB encoded from `start` of the buffer: placed, counted, and
+    /// its time in its interface's span.
+    fn event_added(&mut self, start: usize, iface: u32, ts_ns: u64) -> Result<(), SinkError> {
+        if let Err(e) = self.block_added(start, self.pending_events) {
+            // Not written: take it back out.
+            self.w.get_mut().truncate(start);
+            return Err(e);
+        }
         self.pending_events += 1;
         if let Some((_, span)) = self.spans.get_mut(iface as usize) {
             match span {
@@ -297,11 +310,16 @@ impl TraceFile {
                 }
             }
         }
+        Ok(())
     }
 
     /// Write the buffer to disk if it is large. Returns events committed.
     pub fn maybe_commit(&mut self) -> Result<u64, WriteFailure> {
-        if self.w.get_ref().len() >= WRITE_CHUNK {
+        let full = match &self.zst {
+            Some(z) => z.out().len() >= ZSTD_WRITE_CHUNK,
+            None => self.w.get_ref().len() >= WRITE_CHUNK,
+        };
+        if full {
             self.commit()
         } else {
             Ok(0)
@@ -316,147 +334,141 @@ impl TraceFile {
     /// filled. The rest of the buffer is reported lost, and a file left
     /// without any event is removed; either way it should then be dropped.
     pub fn commit(&mut self) -> Result<u64, WriteFailure> {
-        let buf = self.w.get_mut();
+        if let Some(z) = self.zst.as_mut() {
+            // A commit flushes: what is on disk then decodes whole.
+            let raw = self.w.get_mut();
+            let queued = z.events();
+            let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
+            if let Err(e) = z.push(raw, self.pending_events, &agents) {
+                // Only a bug or no memory: give up what is not on disk.
+                let lost = queued + self.pending_events;
+                raw.clear();
+                z.clear();
+                self.pending_events = 0;
+                return Err(self.failed(lost, 0, Vec::new(), e));
+            }
+            raw.clear();
+            self.pending_events = 0;
+        }
+        let (buf, events, raw) = match &self.zst {
+            Some(z) => (z.out(), z.events(), z.raw()),
+            None => {
+                let b = self.w.get_ref();
+                (&b[..], self.pending_events, b.len() as u64)
+            }
+        };
         if buf.is_empty() {
             return Ok(0);
         }
-        let events = self.pending_events;
-        let mut done = 0;
-        let error = loop {
-            if done == buf.len() {
-                break None;
-            }
-            match self.file.write(&buf[done..]) {
-                Ok(0) => break Some(std::io::Error::from(std::io::ErrorKind::WriteZero)),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => break Some(e),
-            }
-        };
+        let (done, error) = writeback::write_out(&mut self.file, buf);
         let Some(e) = error else {
             let start = self.committed;
             self.committed += buf.len() as u64;
+            self.committed_raw += raw;
             self.committed_events += events;
-            buf.clear();
-            self.pending_events = 0;
-            self.write_behind(start);
+            self.clear_buffers();
+            writeback::write_behind(&self.file, start, self.committed, &mut self.dropped);
             return Ok(events);
         };
-        let (keep, kept_events) = whole_blocks(buf, done);
-        let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
-        let written_by_agent = epbs_by_agent(&agents, &buf[..keep]);
-        buf.clear();
-        self.pending_events = 0;
+        let (keep, kept_events, kept_raw, written_by_agent) = match &self.zst {
+            Some(z) => z.kept(done),
+            None => {
+                let agents: Vec<u32> = self.spans.iter().map(|&(a, _)| a).collect();
+                let (keep, n) = whole_blocks(buf, done);
+                (keep, n, keep as u64, epbs_by_agent(&agents, &buf[..keep]))
+            }
+        };
+        self.clear_buffers();
         self.committed += keep as u64;
+        self.committed_raw += kept_raw;
         self.committed_events += kept_events;
-        // Cut the partial block away so the file stays readable.
+        // Cut the partial block (or flush) away so the file stays readable,
+        // and end the zstd frame there (the cut freed the room it needs).
         let _ = self.file.set_len(self.committed);
+        // At the cut: the file's write position is still past it.
+        if self.zst.is_some()
+            && self.committed > 0
+            && std::os::unix::fs::FileExt::write_all_at(&self.file, &END_BLOCK, self.committed)
+                .is_ok()
+        {
+            self.committed += END_BLOCK.len() as u64;
+        }
+        let error = SinkError::Io {
+            what: format!("cannot write {}", self.path.display()),
+            source: e,
+        };
+        Err(self.failed(events - kept_events, kept_events, written_by_agent, error))
+    }
+
+    fn clear_buffers(&mut self) {
+        self.w.get_mut().clear();
+        self.pending_events = 0;
+        if let Some(z) = self.zst.as_mut() {
+            z.clear();
+        }
+    }
+
+    /// The failure of a write that kept `kept_events` (a file left without
+    /// any event is removed, so that retries on a full disk do not leave a
+    /// header-only file each).
+    fn failed(
+        &mut self,
+        lost_events: u64,
+        written_events: u64,
+        written_by_agent: Vec<(u32, u64)>,
+        error: SinkError,
+    ) -> WriteFailure {
         let removed = self.committed_events == 0 && std::fs::remove_file(&self.path).is_ok();
         if removed {
             self.committed = 0;
+            self.committed_raw = 0;
         }
-        Err(WriteFailure {
-            lost_events: events - kept_events,
-            written_events: kept_events,
+        WriteFailure {
+            lost_events,
+            written_events,
             written_by_agent,
             file_bytes: self.committed,
+            file_raw_bytes: self.committed_raw,
             removed,
-            error: SinkError::Io {
-                what: format!("cannot write {}", self.path.display()),
-                source: e,
-            },
-        })
-    }
-
-    /// Streaming write-behind: start writeback of the bytes just written
-    /// (from `start`), and once more than [`WRITE_BEHIND_LAG`] bytes are
-    /// in the page cache, wait for the oldest to reach the disk and drop
-    /// them from the cache. A trace file is written once and not read back
-    /// by the sink, so keeping it cached only pushes other data out; and
-    /// page-cache pages that are recycled at once are much cheaper to
-    /// write into than fresh ones (on this VM a buffered write of fresh
-    /// pages costs about 7x the CPU time). Failures here are harmless (the
-    /// data is in the page cache; `close` fsyncs) and ignored.
-    fn write_behind(&mut self, start: u64) {
-        use std::os::fd::AsRawFd;
-        let fd = self.file.as_raw_fd();
-        let end = self.committed;
-        // SAFETY: plain syscalls on the open fd owned by `self.file`; no
-        // memory is passed.
-        unsafe {
-            libc::sync_file_range(
-                fd,
-                start as libc::off64_t,
-                (end - start) as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
+            error,
         }
-        if end.saturating_sub(self.dropped) <= WRITE_BEHIND_LAG {
-            return;
-        }
-        // Page-aligned, so the next range starts on a whole page.
-        let upto = (end - WRITE_BEHIND_LAG) & !4095;
-        if upto <= self.dropped {
-            return;
-        }
-        let (off, len) = (
-            self.dropped as libc::off64_t,
-            (upto - self.dropped) as libc::off64_t,
-        );
-        // SAFETY: as above.
-        unsafe {
-            libc::sync_file_range(
-                fd,
-                off,
-                len,
-                libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                    | libc::SYNC_FILE_RANGE_WRITE
-                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-            );
-            libc::posix_fadvise(fd, off, len, libc::POSIX_FADV_DONTNEED);
-        }
-        self.dropped = upto;
     }
 
     /// Write one ISB per interface, flush, fsync and close. Returns the
-    /// events committed by this last write.
-    pub fn close(mut self, isbs: &[IsbInfo], now_ns: u64) -> Result<u64, WriteFailure> {
+    /// events committed by this last write, and the file's bytes and
+    /// uncompressed bytes.
+    pub fn close(mut self, isbs: &[IsbInfo], now_ns: u64) -> Result<(u64, u64, u64), WriteFailure> {
         for isb in isbs {
             let Some(iface) = self.interface(isb.agent) else {
                 continue;
             };
-            let mut options = Vec::with_capacity(5);
-            if let Some((_, Some(span))) = self.spans.get(iface as usize) {
-                options.push(InterfaceStatisticsOption::IsbStartTime(
-                    Duration::from_nanos(span.first_ts),
-                ));
-                options.push(InterfaceStatisticsOption::IsbEndTime(Duration::from_nanos(
-                    span.last_ts,
-                )));
-            }
-            options.push(InterfaceStatisticsOption::IsbIfRecv(isb.ifrecv));
-            options.push(InterfaceStatisticsOption::IsbIfDrop(isb.ifdrop));
-            options.push(InterfaceStatisticsOption::Common(CommonOption::Comment(
-                Cow::Borrowed(&isb.comment),
-            )));
-            let block = InterfaceStatisticsBlock {
-                interface_id: iface,
-                timestamp: Duration::from_nanos(now_ns),
-                options,
+            let span = match self.spans.get(iface as usize) {
+                Some((_, Some(s))) => Some((s.first_ts, s.last_ts)),
+                _ => None,
             };
+            let block = blocks::statistics_block(iface, span, isb, now_ns);
             // Only a bug can make encoding into memory fail; the file stays
             // valid without this ISB, so log and go on.
             let start = self.w.get_ref().len();
             if let Err(e) = self.w.write_pcapng_block(block) {
                 tracing::error!(file = %self.path.display(), error = &e as &dyn std::error::Error, "cannot encode interface statistics");
             }
-            pages::keep_in_page(self.w.get_mut(), self.committed, start);
+            if let Err(e) = self.block_added(start, self.pending_events) {
+                tracing::error!(file = %self.path.display(), error = &e as &dyn std::error::Error, "cannot compress interface statistics");
+            }
         }
-        let n = self.commit()?;
+        let mut n = self.commit()?;
+        if let Some(z) = self.zst.as_mut() {
+            // Every event is on disk; this ends the frame.
+            if let Err(e) = z.finish() {
+                tracing::error!(file = %self.path.display(), error = &e as &dyn std::error::Error, "cannot end the zstd frame; readers see the file as cut short after its last event");
+            }
+            n += self.commit()?;
+        }
         if let Err(e) = self.file.sync_all() {
             tracing::warn!(file = %self.path.display(), error = &e as &dyn std::error::Error, "fsync failed; the file may be incomplete after a crash");
         }
-        Ok(n)
+        Ok((n, self.committed, self.committed_raw))
     }
 }
 
@@ -464,8 +476,10 @@ impl TraceFile {
 mod tests {
     use super::*;
     use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+    use pcap_file::pcapng::blocks::opt_common::CommonOption;
     use pcap_file::pcapng::blocks::opt_common::UnknownOption;
     use pcap_file::pcapng::{Block, PcapNgReader};
+    use std::borrow::Cow;
 
     fn agent(index: u32, host: &str) -> AgentInfo {
         AgentInfo {
@@ -545,7 +559,7 @@ mod tests {
     #[test]
     fn hand_encoded_epbs_match_pcap_file_byte_for_byte_and_parse_back() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut tf, _) = TraceFile::create(dir.path(), "t", 0, 0).unwrap();
+        let (mut tf, _) = TraceFile::create(dir.path(), "t", 0, 0, Compression::None).unwrap();
         tf.add_interface(&agent(0, "host-a")).unwrap();
         tf.add_interface(&agent(1, "host-bb")).unwrap();
         // The reference writer sees the same SHB and IDBs.
@@ -633,5 +647,92 @@ mod tests {
             let want = comment.clone().filter(|c| !c.is_empty());
             assert_eq!(got_comment, want);
         }
+    }
+}
+
+#[cfg(test)]
+mod zstd_tests {
+    use super::*;
+    use pcap_file::pcapng::{Block, PcapNgReader};
+
+    fn agent(index: u32) -> AgentInfo {
+        AgentInfo {
+            index,
+            agent_id: 0x42 + u64::from(index),
+            host: format!("host-{index}"),
+            clock_source: 1,
+            incarnation: 7,
+            source: "127.0.0.1:9".parse().unwrap(),
+        }
+    }
+
+    /// Write `n` events (with commits every `per_commit`) and close;
+    /// returns the file's path, its bytes and its uncompressed bytes.
+    fn write(dir: &Path, c: Compression, n: u64, per_commit: u64) -> (PathBuf, u64, u64) {
+        let (mut tf, _) = TraceFile::create(dir, "z", 0, 0, c).unwrap();
+        tf.add_interface(&agent(0)).unwrap();
+        tf.add_interface(&agent(1)).unwrap();
+        for i in 0..n {
+            let payload: Vec<u8> = (0..96u8).map(|b| b ^ (i as u8)).collect();
+            tf.write_event((i % 2) as u32, 1_000 + i * 10, &payload, i, None)
+                .unwrap();
+            tf.maybe_commit().unwrap();
+            if i % per_commit == 0 {
+                tf.commit().unwrap();
+            }
+        }
+        let path = tf.path().to_owned();
+        let isbs = [0, 1].map(|agent| IsbInfo {
+            agent,
+            ifrecv: n / 2,
+            ifdrop: 0,
+            comment: "c".into(),
+        });
+        let (_, bytes, raw) = tf.close(&isbs, 5).unwrap();
+        (path, bytes, raw)
+    }
+
+    /// (interface, ts, packet data) of every EPB, and the ISB count.
+    fn epbs(bytes: &[u8]) -> (Vec<(u32, Duration, Vec<u8>)>, usize) {
+        let mut r = PcapNgReader::new(bytes).unwrap();
+        let (mut v, mut isbs) = (Vec::new(), 0);
+        while let Some(b) = r.next_block() {
+            match b.unwrap() {
+                (Block::EnhancedPacket(e), _) => {
+                    v.push((e.interface_id, e.timestamp, e.data.to_vec()))
+                }
+                (Block::InterfaceStatistics(_), _) => isbs += 1,
+                _ => {}
+            }
+        }
+        (v, isbs)
+    }
+
+    #[test]
+    fn a_compressed_file_is_one_zstd_frame_holding_the_same_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, pbytes, praw) = write(dir.path(), Compression::None, 20_000, 3_000);
+        let (zst, zbytes, zraw) = write(dir.path(), Compression::Zstd { level: 1 }, 20_000, 3_000);
+        assert!(plain.to_string_lossy().ends_with("-000.pcapng"));
+        assert!(zst.to_string_lossy().ends_with(".pcapng.zst"));
+        let plain_bytes = std::fs::read(&plain).unwrap();
+        let zst_bytes = std::fs::read(&zst).unwrap();
+        assert_eq!(pbytes, plain_bytes.len() as u64);
+        assert_eq!(praw, pbytes);
+        assert_eq!(zbytes, zst_bytes.len() as u64);
+        assert!(is_zstd(&zst_bytes));
+        // One frame: Wireshark 4.0 misreads longer runs of several.
+        assert_eq!(
+            zstd::zstd_safe::find_frame_compressed_size(&zst_bytes),
+            Ok(zst_bytes.len())
+        );
+        let decoded = zstd::stream::decode_all(&zst_bytes[..]).unwrap();
+        assert_eq!(zraw, decoded.len() as u64);
+        assert!(zbytes * 5 < zraw, "{zbytes} compressed of {zraw}");
+        let (want, want_isbs) = epbs(&plain_bytes);
+        let (got, got_isbs) = epbs(&decoded);
+        assert_eq!(want.len(), 20_000);
+        assert_eq!(got, want);
+        assert_eq!((got_isbs, want_isbs), (2, 2));
     }
 }

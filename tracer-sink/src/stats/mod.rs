@@ -76,6 +76,8 @@ pub(crate) struct WriterCounters {
     pub events_out_of_order: u64,
     pub reorder_overflow: u64,
     pub bytes_written: u64,
+    pub bytes_uncompressed: u64,
+    pub compression: &'static str,
     pub files: u64,
     pub current_file: Option<String>,
 }
@@ -165,6 +167,8 @@ impl Shared {
             events_out_of_order: wr.events_out_of_order,
             reorder_overflow: wr.reorder_overflow,
             bytes_written: wr.bytes_written,
+            bytes_uncompressed: wr.bytes_uncompressed,
+            compression: wr.compression.to_owned(),
             files: wr.files,
             current_file: wr.current_file.clone(),
             authenticated: s.peers.keys().is_some(),

@@ -120,8 +120,17 @@ pub struct SinkStats {
     pub events_out_of_order: u64,
     /// Events released early because the reorder buffer was full.
     pub reorder_overflow: u64,
-    /// Bytes committed to pcapng files.
+    /// Bytes committed to trace files (compressed bytes on disk when
+    /// `compression` is `zstd`).
     pub bytes_written: u64,
+    /// The pcapng bytes those files hold uncompressed (equal to
+    /// `bytes_written` without compression).
+    #[serde(default)]
+    pub bytes_uncompressed: u64,
+    /// How the files are written: `none` (`.pcapng`) or `zstd`
+    /// (`.pcapng.zst`).
+    #[serde(default)]
+    pub compression: String,
     /// pcapng files opened.
     pub files: u64,
     /// The file being written, if any.
@@ -196,11 +205,21 @@ impl SinkStats {
             self.events_written,
             self.sink_write_lost
         );
+        let ratio = if self.bytes_written > 0 && self.compression == "zstd" {
+            format!(
+                " (zstd, {} uncompressed, {:.1}x)",
+                self.bytes_uncompressed,
+                self.bytes_uncompressed as f64 / self.bytes_written as f64
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "      files {}  bytes {}  out-of-order {}  reorder overflow {}  current {}",
+            "      files {}  bytes {}{}  out-of-order {}  reorder overflow {}  current {}",
             self.files,
             self.bytes_written,
+            ratio,
             self.events_out_of_order,
             self.reorder_overflow,
             self.current_file.as_deref().unwrap_or("-")

@@ -33,6 +33,7 @@ impl Output {
             }
             // bytes_written = closed files + this file's committed bytes.
             self.counters.bytes_written = self.closed_bytes + f.committed();
+            self.counters.bytes_uncompressed = self.closed_raw + f.committed_raw();
         }
     }
 
@@ -48,14 +49,16 @@ impl Output {
             .unwrap_or_default();
         if self.file.take().is_some() {
             self.closed_bytes += fail.file_bytes;
+            self.closed_raw += fail.file_raw_bytes;
         }
         self.counters.bytes_written = self.closed_bytes;
+        self.counters.bytes_uncompressed = self.closed_raw;
         self.counters.current_file = None;
         self.retry_at = Some(Instant::now() + self.cfg.retry_interval);
         let what = if fail.removed {
             "write failed; the file held no event and was removed"
         } else {
-            "write failed; the file keeps every whole block that fitted and was closed"
+            "write failed; the file keeps every whole block (or zstd flush) that fitted and was closed"
         };
         tracing::error!(
             file = %path,
@@ -80,6 +83,7 @@ impl Output {
             &self.cfg.file_prefix,
             self.file_seq,
             unix_now_s(),
+            self.cfg.compression,
         ) {
             Ok((f, used)) => {
                 self.file_seq = used + 1;
@@ -140,17 +144,18 @@ impl Output {
         let Some(f) = self.file.take() else { return };
         let isbs = self.isbs();
         let path = f.path().display().to_string();
-        let len = f.len();
         match f.close(&isbs, self.cfg.clock.now_ns()) {
-            Ok(n) => {
+            Ok((n, len, raw)) => {
                 self.counters.events_written += n;
                 self.delivery.settle(&self.shared, None);
                 self.closed_bytes += len;
-                tracing::info!(file = %path, bytes = len, "closed trace file");
+                self.closed_raw += raw;
+                tracing::info!(file = %path, bytes = len, uncompressed_bytes = raw, "closed trace file");
             }
             Err(fail) => {
                 self.file = None;
                 self.closed_bytes += fail.file_bytes;
+                self.closed_raw += fail.file_raw_bytes;
                 self.counters.sink_write_lost += fail.lost_events;
                 self.counters.events_written += fail.written_events;
                 self.delivery
@@ -159,10 +164,11 @@ impl Output {
                 tracing::error!(file = %path, error = &fail.error as &dyn std::error::Error, lost_events = fail.lost_events,
                     removed = fail.removed,
                     "could not finish the trace file; it was cut back to its last complete block \
-                     (removed if it held no event). Free space on the output file system");
+                     (or zstd flush; removed if it held no event). Free space on the output file system");
             }
         }
         self.counters.bytes_written = self.closed_bytes;
+        self.counters.bytes_uncompressed = self.closed_raw;
         self.counters.current_file = None;
     }
 }

@@ -65,6 +65,8 @@ struct Output {
     counters: WriterCounters,
     /// Bytes committed to files already closed (or abandoned).
     closed_bytes: u64,
+    /// Their uncompressed pcapng bytes.
+    closed_raw: u64,
     last_ts: u64,
     summarizer: Summarizer,
     delivery: Delivery,
@@ -81,6 +83,7 @@ pub(crate) fn run_writer(
     ack_socket: Option<std::net::UdpSocket>,
     live: Option<LiveOutputs>,
 ) {
+    let compression = cfg.compression.name();
     let mut w = Writer {
         held: Held::new(cfg.reorder_window, cfg.reorder_max_events),
         pool,
@@ -94,8 +97,12 @@ pub(crate) fn run_writer(
             file_gen: 0,
             file_seq: 0,
             retry_at: None,
-            counters: WriterCounters::default(),
+            counters: WriterCounters {
+                compression,
+                ..WriterCounters::default()
+            },
             closed_bytes: 0,
+            closed_raw: 0,
             last_ts: 0,
             summarizer: Summarizer::default(),
             delivery: Delivery::new(ack_socket),

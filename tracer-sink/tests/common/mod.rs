@@ -293,8 +293,7 @@ pub struct Section {
 
 /// Read a pcapng file whole; panics on any parse error.
 pub fn read_file(path: &Path) -> Vec<Section> {
-    let f = std::fs::File::open(path).expect("open pcapng");
-    let mut r = PcapNgReader::new(std::io::BufReader::new(f)).expect("pcapng header");
+    let mut r = PcapNgReader::new(tracer_e2e::pcap::open_trace(path)).expect("pcapng header");
     let mut sections: Vec<Section> = vec![Section::default()];
     sections[0].order.push('S');
     if let Some(app) = r.section().options.iter().find_map(|o| match o {
@@ -335,14 +334,10 @@ pub fn read_file(path: &Path) -> Vec<Section> {
     sections
 }
 
-/// pcapng files of a directory, in the order they were written.
+/// Trace files (`.pcapng`, `.pcapng.zst`) of a directory, in the order
+/// they were written.
 pub fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    v.retain(|p| p.extension().is_some_and(|e| e == "pcapng"));
-    v.sort();
-    v
+    tracer_e2e::pcap::pcapng_files(dir)
 }
 
 pub fn idb_name(i: &InterfaceDescriptionBlock) -> String {
