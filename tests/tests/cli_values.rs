@@ -103,6 +103,10 @@ const AGENT: Binary = Binary {
             "file-prefix",
             "sink_file_prefix_is_checked (the sink's parser: tracer_sink::WriterArgs)",
         ),
+        (
+            "compress",
+            "tracer-sink writer_args tests (a closed list, the sink's tracer_sink::WriterArgs)",
+        ),
     ],
 };
 

@@ -19,8 +19,8 @@ use tracer_e2e::scenario::{stop_json, tcp_flow};
 use tracer_e2e::skip::require_root;
 use tracer_e2e::tshark::{Query, Tshark};
 
-const CHUNKS: usize = 300;
-const CHUNK: usize = 3000;
+const CHUNKS: usize = 2000;
+const CHUNK: usize = 1000;
 const PORT: u16 = 5431;
 
 #[test]
@@ -66,10 +66,15 @@ fn write_traces_one_host_into_rotated_files() {
         "--rotate-size 64K rotated: {:?}",
         trace.files
     );
-    assert!(trace.files.iter().all(|f| f
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("solo-"))));
+    // Named as the sink names them, compressed as it compresses by default.
+    assert!(
+        trace.files.iter().all(|f| f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("solo-") && n.ends_with(".pcapng.zst"))),
+        "{:?}",
+        trace.files
+    );
     assert_eq!(trace.frames.len() as u64, read);
     let mut sendmsg = 0;
     for f in &trace.frames {
