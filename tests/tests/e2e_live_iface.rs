@@ -363,3 +363,74 @@ fn live_interface_goes_with_the_sink_even_after_kill_9() {
     stop_json(&mut sink, libc::SIGTERM);
     wait_gone(&pair.b, "after taking over a stale one");
 }
+
+/// The agent's own live interface (`tracer-agent --live-iface`, no sink):
+/// with `--write`, the capture holds the file's events from its first
+/// frame on, as the sink's does; without it, frames arrive and no file is
+/// written; either way the interface goes when the agent exits.
+#[test]
+fn the_agents_own_live_interface_with_and_without_files() {
+    if !require_root() {
+        return;
+    }
+    if !have("iperf3") || !have("dumpcap") {
+        skip("iperf3 or dumpcap not installed (scripts/setup.sh installs both)");
+        return;
+    }
+    let pair = NetnsPair::create("ntrlag", 228).expect("creating namespaces");
+    let caps = tempfile::tempdir().unwrap();
+    for with_files in [true, false] {
+        let out = tempfile::tempdir().unwrap();
+        let files = out.path().join("traces");
+        let mut agent = {
+            let mut cmd = NetnsPair::exec(&pair.b, &bin("tracer-agent"));
+            cmd.args(["--live-iface", IFACE]).args([
+                "--probes",
+                "rx",
+                "--hostname",
+                "solo",
+                "--json",
+            ]);
+            if with_files {
+                cmd.arg("--write").arg(&files);
+            }
+            let mut p = Proc::spawn("tracer-agent --live-iface", cmd);
+            p.wait_stderr("rx probe attached", Duration::from_secs(30));
+            p
+        };
+        assert!(iface_exists(&pair.b), "the agent made no {IFACE}");
+        let cap = caps.path().join(format!("agent-{with_files}.pcapng"));
+        let mut dumpcap = spawn_dumpcap(&pair.b, &cap, None);
+        iperf3(&pair);
+        std::thread::sleep(Duration::from_millis(300));
+        let fin = stop_json(&mut agent, libc::SIGINT);
+        stop_dumpcap(&mut dumpcap);
+        wait_gone(&pair.b, "after the agent exited");
+        let live_stats = &fin["writer"]["live"];
+        assert_eq!(live_stats["frames_dropped"], 0, "{fin}");
+        let live = live_keys(&read_live_capture(&cap));
+        let rx = per_kind(&live).get("Rx").copied().unwrap_or(0);
+        assert!(rx > 1000, "a traced iperf3 flow: {:?}", per_kind(&live));
+        if with_files {
+            let trace = read_dir(&files);
+            let file: Vec<Key> = trace
+                .frames
+                .iter()
+                .map(|f| key(f.agent_id, f.event_seq, &f.event, f.ts_ns))
+                .collect();
+            let want = suffix_from(&file, &live[0]);
+            assert!(live == want, "the capture differs from the agent's file");
+            assert_eq!(fin["writer"]["sink_write_lost"], 0, "{fin}");
+        } else {
+            assert!(!files.exists(), "no --write, yet files were written");
+            assert_eq!(fin["writer"]["events_written"], 0, "{fin}");
+            assert_eq!(fin["writer"]["sink_write_lost"], 0, "{fin}");
+            // The capture started after the interface did: it holds the
+            // frames sent from then on (the exact match is the case above).
+            assert!(
+                live_stats["frames_sent"].as_u64() >= Some(live.len() as u64),
+                "{fin}"
+            );
+        }
+    }
+}

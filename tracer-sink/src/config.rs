@@ -116,6 +116,10 @@ pub struct SinkConfig {
     /// `--live-listen`: the live pcapng stream's listener. `None`: no
     /// stream.
     pub live_stream: Option<LiveStreamConfig>,
+    /// Whether to write trace files into `output_dir`. `false` (an agent's
+    /// `--live-iface` without `--write`): the live outputs only; events
+    /// they took are neither written nor lost, and nothing is acknowledged.
+    pub files: bool,
 }
 
 impl SinkConfig {
@@ -135,6 +139,11 @@ impl SinkConfig {
 
     /// Check the values that have a range (run by [`crate::run`]).
     pub fn validate(&self) -> Result<(), SinkError> {
+        if !self.files && self.live_iface.is_none() && self.live_stream.is_none() {
+            return Err(SinkError::Config(
+                "no output: write files, or give a live interface or a live stream".into(),
+            ));
+        }
         if let Some(s) = self.rotate_size_bytes {
             if s < MIN_ROTATE_SIZE {
                 return Err(SinkError::Config(format!(
@@ -196,6 +205,7 @@ impl SinkConfig {
             keys: None,
             live_iface: None,
             live_stream: None,
+            files: true,
             compression: Compression::Zstd {
                 level: Compression::DEFAULT_LEVEL,
             },

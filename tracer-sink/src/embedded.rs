@@ -28,7 +28,9 @@ impl EmbeddedSink {
     /// 127.0.0.1 of this network namespace and start receiving.
     pub fn start(config: SinkConfig) -> Result<Self, SinkError> {
         config.validate()?;
-        prepare_output_dir(&config.output_dir)?;
+        if config.files {
+            prepare_output_dir(&config.output_dir)?;
+        }
         let io = |what: &str, source| SinkError::Io {
             what: what.to_owned(),
             source,
@@ -132,6 +134,17 @@ mod tests {
         let stats = sink.finish().unwrap();
         assert_eq!(stats.datagrams_received, 1, "{stats:?}");
         assert_eq!(stats.events_written, 0);
+    }
+
+    #[test]
+    fn no_files_and_no_live_output_is_refused() {
+        let e = EmbeddedSink::start(SinkConfig {
+            files: false,
+            ..SinkConfig::new("")
+        })
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("no output"), "{e}");
     }
 
     #[test]

@@ -44,7 +44,9 @@ pub async fn run_with_reporter(
     mut report: impl FnMut(&SinkStats),
 ) -> Result<SinkStats, SinkError> {
     config.validate()?;
-    config::prepare_output_dir(&config.output_dir)?;
+    if config.files {
+        config::prepare_output_dir(&config.output_dir)?;
+    }
     let shared = Arc::new(stats::Shared::new(
         config.keys.clone(),
         config.stats_max_agents,

@@ -69,6 +69,9 @@ impl Output {
         if let (Some(live), Some(agent)) = (self.live.as_mut(), self.agents.get(m.agent)) {
             live.event(ts, &agent.info, &agent.capture, &m, rec);
         }
+        if !self.cfg.files {
+            return;
+        }
         // One lookup of the agent per event: its IDB's id in this file is
         // kept with it.
         let (Some(agent), Some(file)) = (self.agents.get_mut(m.agent), self.file.as_mut()) else {

@@ -73,6 +73,9 @@ impl Output {
 
     /// Open a new file (respecting the retry delay after a failure).
     pub(super) fn open_file(&mut self) {
+        if !self.cfg.files {
+            return;
+        }
         if let Some(at) = self.retry_at {
             if Instant::now() < at {
                 return;

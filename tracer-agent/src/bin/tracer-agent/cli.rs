@@ -31,10 +31,12 @@ use tracer_agent::sender::BatchSend;
 #[derive(Debug, Parser)]
 #[command(
     version,
-    group = clap::ArgGroup::new("output").required(true).args(["sink", "write"]),
+    group = clap::ArgGroup::new("output").required(true).multiple(true)
+        .args(["sink", "write", "live_iface"]),
     after_help = "\
 Examples:
   tracer-agent --write traces/ --probes tx,rx,drops,tcp   # one host, no sink
+  tracer-agent --live-iface nettrace0    # then: wireshark -k -i nettrace0
   tracer-agent --sink 10.0.0.2:7420 --probes tx
   tracer-agent --sink 10.0.0.2:7420 --probes tx --sample-every 100 --stats-interval 5
   tracer-agent --sink 10.0.0.2:7420 --probes tx,rx
@@ -52,7 +54,8 @@ pub(crate) struct Cli {
     /// Address of the tracer-sink (HOST:PORT, UDP, port 1 to 65535): an IP
     /// address (`[v6]:PORT` for IPv6) or a host name, resolved once at
     /// start (the first address it resolves to is used).
-    #[arg(long, value_name = "HOST:PORT", value_parser = tracer_cli::host_port)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = tracer_cli::host_port,
+        conflicts_with_all = ["write", "live_iface"])]
     pub(crate) sink: Option<SocketAddr>,
 
     /// Write the trace to pcapng files in DIR (created if missing) instead
@@ -63,6 +66,18 @@ pub(crate) struct Cli {
     /// "Writing files" apply.
     #[arg(long, value_name = "DIR")]
     pub(crate) write: Option<PathBuf>,
+
+    /// Show every event live on a network interface of this name (a TAP
+    /// device, e.g. nettrace0), with or without --write: one Ethernet frame
+    /// per event (EtherType 0x88B5) holding the capture record a file
+    /// holds, in global-time order a reorder window after the event. Watch
+    /// it with `wireshark -k -i nettrace0` (the tracer's dissector
+    /// installed), `dumpcap` or `tcpdump`. The probes never trace its
+    /// frames. Needs CAP_NET_ADMIN; the interface goes when the agent exits
+    /// (also when killed). A reader that falls behind never slows the
+    /// agent: frames are dropped and counted (`writer.live` in the stats).
+    #[arg(long, value_name = "NAME", value_parser = tracer_cli::iface_name)]
+    pub(crate) live_iface: Option<String>,
 
     #[command(flatten, next_help_heading = "Writing files (with --write)")]
     pub(crate) writer: tracer_sink::WriterArgs,

@@ -76,29 +76,39 @@ fn real_main() -> anyhow::Result<()> {
         None => None,
     };
     // Before the clock and the probes: a bad directory fails at once.
-    let embedded = match &cli.write {
-        Some(dir) => {
-            let config = cli.writer.apply(SinkConfig {
-                keys: key.as_ref().map(SinkKeys::from_shared),
-                stats_interval: None,
-                ..SinkConfig::new(dir)
-            });
-            let sink = EmbeddedSink::start(config)
-                .with_context(|| format!("--write {}", dir.display()))?;
-            tracing::info!(dir = %dir.display(), port = %sink.addr(), "writing pcapng files (embedded sink)");
-            Some(sink)
-        }
-        None => None,
+    let embedded = if cli.write.is_some() || cli.live_iface.is_some() {
+        let config = cli.writer.apply(SinkConfig {
+            keys: key.as_ref().map(SinkKeys::from_shared),
+            stats_interval: None,
+            files: cli.write.is_some(),
+            live_iface: cli.live_iface.clone(),
+            ..SinkConfig::new(cli.write.clone().unwrap_or_default())
+        });
+        let what = [
+            cli.write
+                .as_ref()
+                .map(|d| format!("--write {}", d.display())),
+            cli.live_iface.as_ref().map(|i| format!("--live-iface {i}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+        let sink = EmbeddedSink::start(config).with_context(|| what.clone())?;
+        tracing::info!(port = %sink.addr(), "{what}: the agent's embedded sink runs");
+        Some(sink)
+    } else {
+        None
     };
     let sink = match (&embedded, cli.sink) {
         (Some(e), _) => e.addr(),
         (None, Some(a)) => a,
-        (None, None) => bail!("give --sink HOST:PORT or --write DIR"),
+        (None, None) => bail!("give --sink HOST:PORT, --write DIR or --live-iface NAME"),
     };
     let clock = match cli.clock {
         ClockArg::Spec(spec) => spec,
         ClockArg::Sink if embedded.is_some() => bail!(
-            "--clock sink follows a remote sink's clock, and --write has none: \
+            "--clock sink follows a remote sink's clock, and --write or --live-iface has none: \
              use --clock system (the default) or a PTP hardware clock (phc:/dev/ptpN, iface:NAME)"
         ),
         ClockArg::Sink => {
@@ -190,16 +200,17 @@ fn real_main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A file writing option given without `--write`, which it needs.
+/// A writer option given without `--write` or `--live-iface` (the agent's
+/// own writer), which it needs.
 fn writer_option_without_write(matches: &clap::ArgMatches) -> Option<String> {
-    if matches.value_source("write").is_some() {
+    if matches.value_source("write").is_some() || matches.value_source("live_iface").is_some() {
         return None;
     }
     let id = WriterArgs::ids()
         .into_iter()
         .find(|id| matches.value_source(id) == Some(ValueSource::CommandLine))?;
     Some(format!(
-        "--{} applies to the files of --write; with --sink, give it to the sink",
+        "--{} applies to the files of --write (the agent's own writer); with --sink, give it to the sink",
         id.replace('_', "-")
     ))
 }
