@@ -434,3 +434,67 @@ fn the_agents_own_live_interface_with_and_without_files() {
         }
     }
 }
+
+/// An agent beside a remote sink with a live interface of its own
+/// (`--sink` and `--live-iface`): the remote sink's file and the local
+/// capture show the same events from the capture's first frame on, and
+/// the local copy's loopback datagrams are not traced.
+#[test]
+fn an_agent_beside_a_sink_shows_its_events_live_too() {
+    if !require_root() {
+        return;
+    }
+    if !have("dumpcap") {
+        skip("dumpcap not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let pair = NetnsPair::create("ntrlas", 229).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let caps = tempfile::tempdir().unwrap();
+    let mut sink = spawn_sink(&pair, out.path(), &[]);
+    let mut agent = {
+        let mut cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
+        cmd.args(["--sink", &format!("{}:{SINK_PORT}", pair.addr_b)])
+            .args(["--live-iface", IFACE, "--probes", "tx,rx"])
+            .args(["--hostname", "sender", "--json"]);
+        let mut p = Proc::spawn("tracer-agent --sink --live-iface", cmd);
+        p.wait_stderr("rx probe attached", Duration::from_secs(30));
+        p
+    };
+    let cap = caps.path().join("beside.pcapng");
+    let mut dumpcap = spawn_dumpcap(&pair.a, &cap, None);
+    tracer_e2e::scenario::tcp_flow(&pair, PORT + 1, 300, 2000);
+    std::thread::sleep(Duration::from_millis(300));
+    let fin = stop_json(&mut agent, libc::SIGINT);
+    stop_dumpcap(&mut dumpcap);
+    wait_gone(&pair.a, "after the agent exited");
+    std::thread::sleep(Duration::from_millis(200));
+    let sink_final = stop_json(&mut sink, libc::SIGTERM);
+    assert_eq!(fin["stats"]["ring_overruns"], 0, "{fin}");
+    assert_eq!(fin["writer"]["sink_write_lost"], 0, "{fin}");
+    assert_eq!(sink_final["sink_write_lost"], 0, "{sink_final}");
+
+    let trace = read_dir(out.path());
+    let file: Vec<Key> = trace
+        .frames
+        .iter()
+        .map(|f| {
+            if let Event::Rx(r) = &f.event {
+                assert!(
+                    !r.flow().saddr.is_loopback() && !r.flow().daddr.is_loopback(),
+                    "the local copy's datagrams were traced: {r:?}"
+                );
+            }
+            key(f.agent_id, f.event_seq, &f.event, f.ts_ns)
+        })
+        .collect();
+    let live = live_keys(&read_live_capture(&cap));
+    let tx = per_kind(&live).get("Tx").copied().unwrap_or(0);
+    assert!(tx > 300, "the flow's TX events: {:?}", per_kind(&live));
+    let want = suffix_from(&file, &live[0]);
+    assert_eq!(per_kind(&live), per_kind(want), "count per kind");
+    assert!(
+        live == want,
+        "the capture differs from the remote sink's file"
+    );
+}

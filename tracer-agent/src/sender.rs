@@ -55,6 +55,15 @@ fn send_each<T: Transport + ?Sized>(t: &mut T, buf: &[u8], lens: &[usize]) -> Ba
     sent
 }
 
+/// The remote sink's socket alone, for [`send_each`].
+struct SinkOnly<'a>(&'a Socket);
+
+impl Transport for SinkOnly<'_> {
+    fn send(&mut self, datagram: &[u8]) -> std::io::Result<()> {
+        self.0.send(datagram).map(|_| ())
+    }
+}
+
 /// What a transport can send in one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchShape {
@@ -113,6 +122,10 @@ pub struct UdpTransport {
     sock: Socket,
     max_payload: usize,
     mode: BatchSend,
+    /// A second sink every datagram also goes to (the agent's own writer,
+    /// for `--write`/`--live-iface` beside `--sink`): connected, send-only;
+    /// its acknowledgements are never read, the remote sink's count.
+    copy: Option<Socket>,
 }
 
 impl UdpTransport {
@@ -146,7 +159,18 @@ impl UdpTransport {
             sock,
             max_payload,
             mode,
+            copy: None,
         })
+    }
+
+    /// Also send every datagram to `local`, a sink on this host. What it
+    /// does not take shows as a sequence gap in its own loss accounting.
+    pub fn with_copy_to(mut self, local: SocketAddr) -> std::io::Result<Self> {
+        let sock = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+        sock.set_send_buffer_size(4 << 20)?;
+        sock.connect(&local.into())?;
+        self.copy = Some(sock);
+        Ok(self)
     }
 
     /// Largest datagram payload to build (the GSO segment size).
@@ -161,7 +185,7 @@ impl UdpTransport {
 
     /// One `sendmsg` carrying every datagram of `buf` as UDP GSO segments
     /// of `segment` bytes.
-    fn send_gso(&self, buf: &[u8], segment: usize) -> std::io::Result<()> {
+    fn send_gso(sock: &Socket, buf: &[u8], segment: usize) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
         let seg = u16::try_from(segment).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "GSO segment over 64 KiB")
@@ -190,7 +214,7 @@ impl UdpTransport {
         }
         // SAFETY: sendmsg on our socket with buffers that outlive the call;
         // the kernel only reads them.
-        let n = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
         if n < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -198,7 +222,7 @@ impl UdpTransport {
     }
 
     /// `sendmmsg` calls until every datagram went out or one failed.
-    fn send_mmsg(&self, buf: &[u8], lens: &[usize], sent: &mut BatchSent) {
+    fn send_mmsg(sock: &Socket, buf: &[u8], lens: &[usize], sent: &mut BatchSent) {
         use std::os::fd::AsRawFd;
         let mut offsets = Vec::with_capacity(lens.len());
         let mut off = 0;
@@ -228,9 +252,7 @@ impl UdpTransport {
             sent.calls += 1;
             // SAFETY: sendmmsg on our socket with `chunk` headers whose
             // iovecs point into `buf`, all alive for the call.
-            let n = unsafe {
-                libc::sendmmsg(self.sock.as_raw_fd(), msgs.as_mut_ptr(), chunk as u32, 0)
-            };
+            let n = unsafe { libc::sendmmsg(sock.as_raw_fd(), msgs.as_mut_ptr(), chunk as u32, 0) };
             if n <= 0 {
                 sent.error = Some(if n < 0 {
                     std::io::Error::last_os_error()
@@ -276,7 +298,12 @@ fn gso_refused(e: &std::io::Error) -> bool {
 
 impl Transport for UdpTransport {
     fn send(&mut self, datagram: &[u8]) -> std::io::Result<()> {
-        self.sock.send(datagram).map(|_| ())
+        self.sock.send(datagram)?;
+        if let Some(c) = &self.copy {
+            // The local copy never holds the remote sink up.
+            let _ = c.send(datagram);
+        }
+        Ok(())
     }
 
     fn batch_shape(&self) -> BatchShape {
@@ -299,18 +326,50 @@ impl Transport for UdpTransport {
     }
 
     fn send_batch(&mut self, buf: &[u8], lens: &[usize]) -> BatchSent {
+        let sent = self.send_batch_to_sink(buf, lens);
+        if let Some(c) = &self.copy {
+            // What the remote sink was sent, the local one gets too; over
+            // loopback a GSO batch always goes in one call.
+            let n = sent.datagrams;
+            if n > 0 && self.mode != BatchSend::Off {
+                let bytes: usize = lens[..n].iter().sum();
+                let (body, last) = lens[..n].split_at(n - 1);
+                let uniform = body.iter().all(|&l| l == lens[0]) && last[0] <= lens[0];
+                if self.mode == BatchSend::Gso && uniform && n > 1 {
+                    let _ = Self::send_gso(c, &buf[..bytes], lens[0]);
+                } else {
+                    Self::send_mmsg(c, &buf[..bytes], &lens[..n], &mut BatchSent::default());
+                }
+            } else {
+                let mut off = 0;
+                for &len in &lens[..n] {
+                    let _ = c.send(&buf[off..off + len]);
+                    off += len;
+                }
+            }
+        }
+        sent
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        self.recv_from_sink(buf)
+    }
+}
+
+impl UdpTransport {
+    fn send_batch_to_sink(&mut self, buf: &[u8], lens: &[usize]) -> BatchSent {
         let mut sent = BatchSent::default();
         let Some(&first) = lens.first() else {
             return sent;
         };
         if lens.len() == 1 || self.mode == BatchSend::Off {
-            return send_each(self, buf, lens);
+            return send_each(&mut SinkOnly(&self.sock), buf, lens);
         }
         let (body, last) = lens.split_at(lens.len() - 1);
         let uniform = body.iter().all(|&l| l == first) && last[0] <= first;
         if self.mode == BatchSend::Gso && uniform {
             sent.calls += 1;
-            match self.send_gso(buf, first) {
+            match Self::send_gso(&self.sock, buf, first) {
                 Ok(()) => {
                     sent.datagrams = lens.len();
                     return sent;
@@ -325,11 +384,11 @@ impl Transport for UdpTransport {
                 }
             }
         }
-        self.send_mmsg(buf, lens, &mut sent);
+        Self::send_mmsg(&self.sock, buf, lens, &mut sent);
         sent
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    fn recv_from_sink(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
         use std::mem::MaybeUninit;
         // SAFETY: `buf` is valid for writes of its length, and recv only
         // writes initialised bytes into it; MaybeUninit<u8> has u8's layout.
@@ -432,6 +491,27 @@ mod tests {
             .collect();
         assert_eq!(received(&rx), want);
         assert_eq!(t.mode(), BatchSend::Gso);
+    }
+
+    #[test]
+    fn a_copy_gets_every_datagram_the_sink_got_in_every_mode() {
+        let uniform = [1000, 1000, 1000, 400];
+        let mixed: Vec<usize> = (0..70).map(|i| 100 + i).collect();
+        for mode in [BatchSend::Gso, BatchSend::Mmsg, BatchSend::Off] {
+            for lens in [&uniform[..], &mixed[..]] {
+                let (rx, copy) = (receiver(), receiver());
+                let mut t = UdpTransport::connect(rx.local_addr().unwrap(), Some(1000), mode)
+                    .unwrap()
+                    .with_copy_to(copy.local_addr().unwrap())
+                    .unwrap();
+                let sent = t.send_batch(&batch(lens), lens);
+                assert!(sent.error.is_none(), "{mode:?}: {:?}", sent.error);
+                t.send(&[7u8; 10]).unwrap();
+                let got = received(&rx);
+                assert_eq!(got.len(), lens.len() + 1, "{mode:?}");
+                assert_eq!(received(&copy), got, "{mode:?}: the copy differs");
+            }
+        }
     }
 
     #[test]

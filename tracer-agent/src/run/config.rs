@@ -26,6 +26,9 @@ pub enum NetnsFilter {
 pub struct AgentConfig {
     /// Sink address.
     pub sink: SocketAddr,
+    /// A second sink on this host every datagram also goes to (the
+    /// agent's own writer beside a remote `sink`), or None.
+    pub copy_to: Option<SocketAddr>,
     /// Probes to load, in load order (see [`crate::probes::select_probes`]).
     pub probes: Vec<&'static ProbeSpec>,
     /// cgroup v2 directory to attach to.

@@ -105,13 +105,21 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     for spec in &cfg.probes {
         (spec.check)(&probe_cfg)?;
     }
-    let transport =
+    let mut transport =
         UdpTransport::connect(cfg.sink, cfg.max_payload, cfg.batch_send).map_err(|source| {
             AgentError::Socket {
                 sink: cfg.sink,
                 source,
             }
         })?;
+    if let Some(local) = cfg.copy_to {
+        transport = transport
+            .with_copy_to(local)
+            .map_err(|source| AgentError::Socket {
+                sink: local,
+                source,
+            })?;
+    }
     let max_payload = transport.max_payload();
     let (mut clock, local) = AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
         spec: Box::new(cfg.clock.choice.clone()),

@@ -54,21 +54,23 @@ pub(crate) struct Cli {
     /// Address of the tracer-sink (HOST:PORT, UDP, port 1 to 65535): an IP
     /// address (`[v6]:PORT` for IPv6) or a host name, resolved once at
     /// start (the first address it resolves to is used).
-    #[arg(long, value_name = "HOST:PORT", value_parser = tracer_cli::host_port,
-        conflicts_with_all = ["write", "live_iface"])]
+    #[arg(long, value_name = "HOST:PORT", value_parser = tracer_cli::host_port)]
     pub(crate) sink: Option<SocketAddr>,
 
-    /// Write the trace to pcapng files in DIR (created if missing) instead
-    /// of sending it to a sink: the agent runs tracer-sink's writer itself,
-    /// on a loopback port of its network namespace (which needs its
-    /// loopback interface up), with the same files, rotation, reorder
-    /// window, statistics and loss accounting as a sink. The options under
-    /// "Writing files" apply.
+    /// Write the trace to pcapng files in DIR (created if missing), alone
+    /// or beside --sink: the agent runs tracer-sink's writer itself, on a
+    /// loopback port of its network namespace (which needs its loopback
+    /// interface up), with the same files, rotation, reorder window,
+    /// statistics and loss accounting as a sink. Beside --sink it gets a
+    /// copy of every datagram (unauthenticated: it is this namespace's
+    /// loopback); the remote sink's acknowledgements and clock rule. The
+    /// options under "Writing files" apply.
     #[arg(long, value_name = "DIR")]
     pub(crate) write: Option<PathBuf>,
 
     /// Show every event live on a network interface of this name (a TAP
-    /// device, e.g. nettrace0), with or without --write: one Ethernet frame
+    /// device, e.g. nettrace0), with or without --write and --sink (as
+    /// --write does beside it): one Ethernet frame
     /// per event (EtherType 0x88B5) holding the capture record a file
     /// holds, in global-time order a reorder window after the event. Watch
     /// it with `wireshark -k -i nettrace0` (the tracer's dissector

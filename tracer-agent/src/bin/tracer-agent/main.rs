@@ -78,7 +78,13 @@ fn real_main() -> anyhow::Result<()> {
     // Before the clock and the probes: a bad directory fails at once.
     let embedded = if cli.write.is_some() || cli.live_iface.is_some() {
         let config = cli.writer.apply(SinkConfig {
-            keys: key.as_ref().map(SinkKeys::from_shared),
+            // Beside a remote sink, the copy's datagrams are bound to that
+            // sink (the key's freshness rule would hold them here): the
+            // local copy takes them unchecked, on this namespace's loopback.
+            keys: match cli.sink {
+                Some(_) => None,
+                None => key.as_ref().map(SinkKeys::from_shared),
+            },
             stats_interval: None,
             files: cli.write.is_some(),
             live_iface: cli.live_iface.clone(),
@@ -100,14 +106,17 @@ fn real_main() -> anyhow::Result<()> {
     } else {
         None
     };
-    let sink = match (&embedded, cli.sink) {
-        (Some(e), _) => e.addr(),
-        (None, Some(a)) => a,
+    // With --sink too, the remote sink is the one the agent answers to
+    // (acknowledgements, its clock) and the embedded one gets a copy.
+    let (sink, copy_to) = match (&embedded, cli.sink) {
+        (Some(e), Some(remote)) => (remote, Some(e.addr())),
+        (Some(e), None) => (e.addr(), None),
+        (None, Some(a)) => (a, None),
         (None, None) => bail!("give --sink HOST:PORT, --write DIR or --live-iface NAME"),
     };
     let clock = match cli.clock {
         ClockArg::Spec(spec) => spec,
-        ClockArg::Sink if embedded.is_some() => bail!(
+        ClockArg::Sink if cli.sink.is_none() => bail!(
             "--clock sink follows a remote sink's clock, and --write or --live-iface has none: \
              use --clock system (the default) or a PTP hardware clock (phc:/dev/ptpN, iface:NAME)"
         ),
@@ -124,12 +133,17 @@ fn real_main() -> anyhow::Result<()> {
     let self_endpoints = if cli.trace_self {
         Vec::new()
     } else {
-        tracer_agent::self_traffic::agent_endpoints(sink, cli.clock_port, &clock)
+        let mut own = tracer_agent::self_traffic::agent_endpoints(sink, cli.clock_port, &clock);
+        if let Some(local) = copy_to {
+            own.push(local);
+        }
+        own
     };
     install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
     let stop = &STOP;
     let cfg = AgentConfig {
         sink,
+        copy_to,
         probes: in_registry_order(&cli.probes),
         cgroup: cli
             .cgroup
@@ -257,15 +271,18 @@ mod tests {
     }
 
     #[test]
-    fn write_or_sink_is_needed_and_not_both() {
+    fn an_output_is_needed_and_they_combine() {
         let c = Cli::try_parse_from(["tracer-agent", "--write", "out"]).unwrap();
         assert_eq!(c.write.as_deref(), Some(std::path::Path::new("out")));
         assert!(c.sink.is_none());
         let e = Cli::try_parse_from(["tracer-agent"]).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
-        assert!(e.to_string().contains("--sink"), "{e}");
-        let e = parse(&["--write", "out"]).unwrap_err();
-        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        for o in ["--sink", "--write", "--live-iface"] {
+            assert!(e.to_string().contains(o), "{e}");
+        }
+        let c = parse(&["--write", "out", "--live-iface", "nettrace0"]).unwrap();
+        assert!(c.sink.is_some() && c.write.is_some() && c.live_iface.is_some());
+        assert!(parse(&["--live-iface", "bad name"]).is_err());
     }
 
     #[test]
