@@ -48,6 +48,7 @@
 pub mod agents;
 mod batch;
 pub mod clock;
+pub mod compression;
 pub mod config;
 pub mod embedded;
 pub mod error;

@@ -25,7 +25,7 @@ use pcap_file::pcapng::PcapNgWriter;
 
 use crate::batch::AgentInfo;
 use crate::clock::utc_compact;
-use crate::config::Compression;
+use crate::compression::Compression;
 use crate::error::SinkError;
 use crate::fasthash::IndexMap;
 
