@@ -169,40 +169,21 @@ fn an_extcap_capture_receives_the_sinks_live_events() {
     let mut agent = spawn_agent(&pair, &["--key-file", &key]);
     let capture = d.path("capture").join("live.pcapng");
     let sink_pref = format!("extcap.nettrace.sink:{live}");
+    // A capture from the nettrace interface with `key`, then `more`.
+    let capture_with = |key: &Path, more: &[&str]| {
+        let key_pref = format!("extcap.nettrace.keyfile:{}", key.display());
+        let mut args = vec!["-i", "nettrace", "-o", &sink_pref, "-o", &key_pref];
+        args.extend_from_slice(more);
+        d.tshark(&ts, Some(&pair.b), &args)
+    };
     let mut tshark = Proc::spawn(
         "tshark -i nettrace",
-        d.tshark(
-            &ts,
-            Some(&pair.b),
-            &[
-                "-i",
-                "nettrace",
-                "-o",
-                &sink_pref,
-                "-o",
-                &format!("extcap.nettrace.keyfile:{}", user_key.display()),
-                "-w",
-                capture.to_str().unwrap(),
-            ],
-        ),
+        capture_with(&user_key, &["-w", capture.to_str().unwrap()]),
     );
     sink.wait_stderr("live stream client joined", Duration::from_secs(30));
 
     // Another key is refused, with the reason, while the first client runs.
-    let wrong = d.tshark(
-        &ts,
-        Some(&pair.b),
-        &[
-            "-i",
-            "nettrace",
-            "-o",
-            &sink_pref,
-            "-o",
-            &format!("extcap.nettrace.keyfile:{}", wrong_key.display()),
-            "-a",
-            "duration:3",
-        ],
-    );
+    let wrong = capture_with(&wrong_key, &["-a", "duration:3"]);
     let (_, wout, werr) = run(wrong);
     assert!(
         werr.contains("wrong or missing key"),
