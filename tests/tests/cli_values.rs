@@ -99,6 +99,7 @@ const AGENT: Binary = Binary {
             "write",
             "e2e_write::write_traces_one_host_into_rotated_files",
         ),
+        ("live-iface", "interface_names_are_checked"),
         (
             "file-prefix",
             "sink_file_prefix_is_checked (the sink's parser: tracer_sink::WriterArgs)",
@@ -909,6 +910,7 @@ fn interface_names_are_checked() {
         (&AGENT, "clock-hw-iface"),
         (&SINK, "clock-hw-iface"),
         (&SINK, "live-iface"),
+        (&AGENT, "live-iface"),
         (&CLOCKSYNC, "hw-iface"),
     ] {
         for bad in ["", "a-sixteen-bytes!", "eth0/x", "e\u{202e}th0"] {

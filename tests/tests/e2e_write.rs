@@ -145,7 +145,11 @@ fn write_refuses_what_cannot_work_and_says_why() {
     assert_eq!(code, 2, "a usage error: {err}");
     assert!(err.contains("--sink") && err.contains("--write"), "{err}");
     let (_, err) = agent_fails(&["--write", out, "--clock", "sink"], false);
-    assert!(err.contains("--write has none"), "{err}");
+    assert!(err.contains("--write or --live-iface has none"), "{err}");
+    assert!(
+        !std::path::Path::new(out).exists(),
+        "a refused command line left files behind"
+    );
     let (_, err) = agent_fails(&["--sink", "127.0.0.1:9", "--rotate-size", "1M"], false);
     assert!(
         err.contains("--rotate-size applies to the files of --write"),

@@ -75,6 +75,12 @@ fn real_main() -> anyhow::Result<()> {
         Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
         None => None,
     };
+    if matches!(cli.clock, ClockArg::Sink) && cli.sink.is_none() {
+        bail!(
+            "--clock sink follows a remote sink's clock, and --write or --live-iface has none: \
+             use --clock system (the default) or a PTP hardware clock (phc:/dev/ptpN, iface:NAME)"
+        );
+    }
     // Before the clock and the probes: a bad directory fails at once.
     let embedded = if cli.write.is_some() || cli.live_iface.is_some() {
         let config = cli.writer.apply(SinkConfig {
@@ -116,10 +122,6 @@ fn real_main() -> anyhow::Result<()> {
     };
     let clock = match cli.clock {
         ClockArg::Spec(spec) => spec,
-        ClockArg::Sink if cli.sink.is_none() => bail!(
-            "--clock sink follows a remote sink's clock, and --write or --live-iface has none: \
-             use --clock system (the default) or a PTP hardware clock (phc:/dev/ptpN, iface:NAME)"
-        ),
         ClockArg::Sink => {
             let port = match cli.clock_port {
                 Some(p) => p,
