@@ -419,7 +419,14 @@ fn the_agents_own_live_interface_with_and_without_files() {
                 .map(|f| key(f.agent_id, f.event_seq, &f.event, f.ts_ns))
                 .collect();
             let want = suffix_from(&file, &live[0]);
-            assert!(live == want, "the capture differs from the agent's file");
+            let first_diff = live.iter().zip(want).position(|(a, b)| a != b);
+            assert!(
+                live == want,
+                "the capture differs from the agent's file: {} frames against {}, first \
+                 difference at {first_diff:?}",
+                live.len(),
+                want.len()
+            );
             assert_eq!(fin["writer"]["sink_write_lost"], 0, "{fin}");
         } else {
             assert!(!files.exists(), "no --write, yet files were written");
