@@ -55,7 +55,18 @@ fn send_each<T: Transport + ?Sized>(t: &mut T, buf: &[u8], lens: &[usize]) -> Ba
     sent
 }
 
-/// The remote sink's socket alone, for [`send_each`].
+/// Whether one UDP GSO call can carry `lens`: two or more datagrams, all
+/// of the first one's size but the last, which may be shorter.
+fn gso_shaped(lens: &[usize]) -> bool {
+    match lens.split_last() {
+        Some((&last, body)) if !body.is_empty() => {
+            body.iter().all(|&l| l == body[0]) && last <= body[0]
+        }
+        _ => false,
+    }
+}
+
+/// One socket alone, for [`send_each`].
 struct SinkOnly<'a>(&'a Socket);
 
 impl Transport for SinkOnly<'_> {
@@ -330,21 +341,17 @@ impl Transport for UdpTransport {
         if let Some(c) = &self.copy {
             // What the remote sink was sent, the local one gets too; over
             // loopback a GSO batch always goes in one call.
-            let n = sent.datagrams;
-            if n > 0 && self.mode != BatchSend::Off {
-                let bytes: usize = lens[..n].iter().sum();
-                let (body, last) = lens[..n].split_at(n - 1);
-                let uniform = body.iter().all(|&l| l == lens[0]) && last[0] <= lens[0];
-                if self.mode == BatchSend::Gso && uniform && n > 1 {
-                    let _ = Self::send_gso(c, &buf[..bytes], lens[0]);
-                } else {
-                    Self::send_mmsg(c, &buf[..bytes], &lens[..n], &mut BatchSent::default());
+            let lens = &lens[..sent.datagrams];
+            let buf = &buf[..lens.iter().sum::<usize>()];
+            match self.mode {
+                BatchSend::Gso if gso_shaped(lens) => {
+                    let _ = Self::send_gso(c, buf, lens[0]);
                 }
-            } else {
-                let mut off = 0;
-                for &len in &lens[..n] {
-                    let _ = c.send(&buf[off..off + len]);
-                    off += len;
+                BatchSend::Gso | BatchSend::Mmsg => {
+                    Self::send_mmsg(c, buf, lens, &mut BatchSent::default());
+                }
+                BatchSend::Off => {
+                    send_each(&mut SinkOnly(c), buf, lens);
                 }
             }
         }
@@ -352,7 +359,17 @@ impl Transport for UdpTransport {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-        self.recv_from_sink(buf)
+        use std::mem::MaybeUninit;
+        // SAFETY: `buf` is valid for writes of its length, and recv only
+        // writes initialised bytes into it; MaybeUninit<u8> has u8's layout.
+        let uninit: &mut [MaybeUninit<u8>] =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast(), buf.len()) };
+        // The socket is connected: only the sink's address can answer.
+        match self.sock.recv_with_flags(uninit, libc::MSG_DONTWAIT) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -365,9 +382,7 @@ impl UdpTransport {
         if lens.len() == 1 || self.mode == BatchSend::Off {
             return send_each(&mut SinkOnly(&self.sock), buf, lens);
         }
-        let (body, last) = lens.split_at(lens.len() - 1);
-        let uniform = body.iter().all(|&l| l == first) && last[0] <= first;
-        if self.mode == BatchSend::Gso && uniform {
+        if self.mode == BatchSend::Gso && gso_shaped(lens) {
             sent.calls += 1;
             match Self::send_gso(&self.sock, buf, first) {
                 Ok(()) => {
@@ -386,20 +401,6 @@ impl UdpTransport {
         }
         Self::send_mmsg(&self.sock, buf, lens, &mut sent);
         sent
-    }
-
-    fn recv_from_sink(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-        use std::mem::MaybeUninit;
-        // SAFETY: `buf` is valid for writes of its length, and recv only
-        // writes initialised bytes into it; MaybeUninit<u8> has u8's layout.
-        let uninit: &mut [MaybeUninit<u8>] =
-            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast(), buf.len()) };
-        // The socket is connected: only the sink's address can answer.
-        match self.sock.recv_with_flags(uninit, libc::MSG_DONTWAIT) {
-            Ok(n) => Ok(Some(n)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 }
 
