@@ -20,6 +20,7 @@
 #include "filter.h"
 #include "sample.h"
 #include "skb_flow.h"
+#include "tx_sample.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -70,52 +71,6 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 	}
 	count(CTR_SOCKETS);
 	return 1;
-}
-
-/* Sampling (--sample-every N, rule in sample.h): the sendmsg is tagged
- * iff the byte its stamp will report (tskey = seq + len - 1 of the tail
- * skb, as bpf_sock_ops_enable_tx_tstamp sets it) lies in a sampled granule
- * of the flow, so the receiver's rx probe, deciding from the same flow and
- * sequence numbers, records the skbs that carry it. Untagged calls cost a
- * counter update and two hashes, with no output. */
-static __always_inline bool tx_sampled_out(struct bpf_sock_ops *skops,
-					   struct bpf_sock_ops_kern *k)
-{
-	struct sk_buff *skb = k->skb;
-	__u32 s[4], d[4], seq, len;
-	__u16 dport;
-
-	if (sample_threshold >= NT_SAMPLE_ALL)
-		return false;
-	count(CTR_SENDMSG_SEEN);
-	if (!skb)
-		return true;
-	/* Real stack arrays (the asm takes their address), filled by word:
-	 * else clang merges the two branches' context loads into one load
-	 * through a moved context pointer, which the verifier refuses. */
-	__builtin_memset(s, 0, sizeof(s));
-	__builtin_memset(d, 0, sizeof(d));
-	asm volatile("" : : "r"(s), "r"(d) : "memory");
-	if (skops->family == AF_INET6) {
-		s[0] = skops->local_ip6[0];
-		s[1] = skops->local_ip6[1];
-		s[2] = skops->local_ip6[2];
-		s[3] = skops->local_ip6[3];
-		d[0] = skops->remote_ip6[0];
-		d[1] = skops->remote_ip6[1];
-		d[2] = skops->remote_ip6[2];
-		d[3] = skops->remote_ip6[3];
-	} else {
-		s[0] = skops->local_ip4;
-		asm volatile("" : : "r"(s) : "memory");
-		d[0] = skops->remote_ip4;
-	}
-	asm volatile("" : : "r"(s), "r"(d) : "memory");
-	dport = bpf_ntohl(skops->remote_port);
-	seq = *(__u32 *)skb->cb;	/* TCP_SKB_CB(skb)->seq */
-	len = skb->len;
-	return !nt_sample_byte(nt_sample_flow(s, d, skops->local_port, dport),
-			       len ? seq + len - 1 : seq, sample_threshold);
 }
 
 /* The bytes the skb holds at this callback, so that a reader pairs each
@@ -246,8 +201,11 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
 		k = bpf_cast_to_kern_ctx(skops);
 		netns = sock_netns(k);
-		if (other_netns(netns) || !sk_flow_matches(k->sk, true) ||
-		    tx_sampled_out(skops, k))
+		if (other_netns(netns) || !sk_flow_matches(k->sk, true))
+			return 1;
+		if (sample_threshold < NT_SAMPLE_ALL)
+			count(CTR_SENDMSG_SEEN);
+		if (tx_sampled_out(skops, k, sample_threshold))
 			return 1;
 		if (bpf_sock_ops_enable_tx_tstamp(k, 0)) {
 			count(CTR_TAG_ERR);

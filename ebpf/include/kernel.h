@@ -32,10 +32,13 @@ typedef _Bool bool;
 /* UAPI (include/uapi/linux/bpf.h). */
 enum bpf_map_type {
 	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_HASH = 5,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
+#define BPF_NOEXIST 1
 #define BPF_F_MMAPABLE (1U << 10)
 #define BPF_RB_FORCE_WAKEUP (1ULL << 1)
 

@@ -7,6 +7,7 @@ pub mod collect;
 pub mod filter;
 #[cfg(test)]
 mod host_c;
+pub mod metrics;
 pub mod pipeline;
 pub mod preflight;
 pub mod probes;

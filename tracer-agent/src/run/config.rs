@@ -71,6 +71,8 @@ pub struct AgentConfig {
     pub keys: Option<AgentKeys>,
     /// At exit, how long to wait for the sink to confirm the last events.
     pub ack_wait: Duration,
+    /// `--metrics` beside the trace, or None.
+    pub metrics: Option<crate::metrics::MetricsConfig>,
 }
 
 /// The keys the agent derives from the deployment's key file.

@@ -23,10 +23,12 @@ use tracer_codec::ClockState;
 mod config;
 mod drain;
 mod host;
+mod metrics_only;
 mod wait;
 
 pub use config::{AgentConfig, AgentKeys, NetnsFilter};
 pub use host::{boot_id, hostname, print_stats};
+pub use metrics_only::{run_metrics, MetricsOnlyConfig};
 
 use drain::{drain, snapshot_clock, update_counters};
 use wait::{doorbell_ring, next_poll, set_realtime, wait_or_doorbell};
@@ -65,6 +67,9 @@ pub enum AgentError {
     /// The namespace to trace is not a network namespace.
     #[error(transparent)]
     NetnsFile(#[from] preflight::NetnsFileError),
+    /// Metrics (`--metrics`) could not be set up.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
     /// The UDP socket to the sink could not be opened.
     #[error("opening a UDP socket to the sink {sink}")]
     Socket {
@@ -83,16 +88,8 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     }
     preflight::check_privileges()?;
     preflight::check_cgroup(&cfg.cgroup)?;
-    let netns_path = match &cfg.netns {
-        NetnsFilter::All => None,
-        NetnsFilter::Own => Some(PathBuf::from("/proc/self/ns/net")),
-        NetnsFilter::Path(p) => Some(p.clone()),
-    };
-    let target_netns = match netns_path {
-        None => 0,
-        Some(path) => preflight::netns_inode(&path)?,
-    };
-    let self_traffic = self_traffic_of(cfg)?;
+    let target_netns = target_netns(&cfg.netns)?;
+    let self_traffic = self_traffic_of(&cfg.netns, &cfg.self_endpoints)?;
     let probe_cfg = ProbeConfig {
         cgroup: cfg.cgroup.clone(),
         target_netns,
@@ -164,6 +161,26 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         );
     }
 
+    // Metrics beside the trace: after the probes, so a probe error
+    // attaches nothing; dropped (detached) before the object.
+    let mut metrics_object = MaybeUninit::uninit();
+    let mut metrics = match &cfg.metrics {
+        Some(m) => Some(metrics_only::start_metrics(
+            &mut metrics_object,
+            m,
+            &metrics_only::MetricsSetup {
+                target_netns,
+                sample_every: cfg.sample_every,
+                filter: &cfg.filter,
+                self_traffic: &probe_cfg.self_traffic,
+                cgroup: &cfg.cgroup,
+                btf: &cfg.btf,
+                identity: &cfg.identity,
+            },
+        )?),
+        None => None,
+    };
+
     let mut p = pipeline.into_inner();
     let mut stamper = Stamper::new(local, clock.converter());
     let mut last_state = stamper.state();
@@ -195,14 +212,19 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         let now = Instant::now();
         // Clock events carry their global stamps already (taken when the
         // clock made them), so order within a datagram is harmless.
-        for ev in clock.drain_events() {
-            p.push_clock(&ev);
+        let clock_events = clock.drain_events();
+        for ev in &clock_events {
+            p.push_clock(ev);
         }
         p.stats.clock = clock.counters();
         // Counters cost a few syscalls; losses need not be reported faster.
-        if now.duration_since(last_counters) >= COUNTER_PERIOD {
+        let counters_due = now.duration_since(last_counters) >= COUNTER_PERIOD;
+        if counters_due {
             update_counters(&probes, &mut p);
             last_counters = now;
+        }
+        if let Some(m) = &mut metrics {
+            m.publish(counters_due.then_some(&p.stats), &clock_events);
         }
         p.tick(now);
         if let Some(iv) = cfg.stats_interval {
@@ -246,18 +268,30 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     Ok(stats)
 }
 
+/// The inode of the namespace to trace; 0 for every namespace.
+fn target_netns(netns: &NetnsFilter) -> Result<u32, AgentError> {
+    let path = match netns {
+        NetnsFilter::All => return Ok(0),
+        NetnsFilter::Own => PathBuf::from("/proc/self/ns/net"),
+        NetnsFilter::Path(p) => p.clone(),
+    };
+    Ok(preflight::netns_inode(&path)?)
+}
+
 /// The table of nettrace's own endpoints, local ones told by the traced
 /// namespace (with `--all-netns`, by the agent's own).
-fn self_traffic_of(cfg: &AgentConfig) -> Result<SelfTraffic, AgentError> {
-    let netns = match &cfg.netns {
+fn self_traffic_of(
+    netns: &NetnsFilter,
+    endpoints: &[SocketAddr],
+) -> Result<SelfTraffic, AgentError> {
+    let netns = match netns {
         NetnsFilter::Path(p) => Some(p.as_path()),
         NetnsFilter::Own | NetnsFilter::All => None,
     };
-    let t =
-        SelfTraffic::in_netns(&cfg.self_endpoints, netns).map_err(|source| AgentError::Netns {
-            path: netns.map_or_else(|| "/proc/self/ns/net".into(), |p| p.to_path_buf()),
-            source,
-        })?;
+    let t = SelfTraffic::in_netns(endpoints, netns).map_err(|source| AgentError::Netns {
+        path: netns.map_or_else(|| "/proc/self/ns/net".into(), |p| p.to_path_buf()),
+        source,
+    })?;
     if t.is_empty() {
         tracing::info!("tracing nettrace's own traffic too (--trace-self)");
     } else {

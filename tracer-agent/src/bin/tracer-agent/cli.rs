@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use clocksync::{MaxChange, OscillatorSpec, ServoKind, SourceSpec};
 use tracer_agent::filter::FlowFilter;
+use tracer_agent::metrics::MetricParts;
 use tracer_agent::probes::{known_probe_names, probe_by_name, probes_help, ProbeSpec};
 use tracer_agent::sender::BatchSend;
 
@@ -32,11 +33,12 @@ use tracer_agent::sender::BatchSend;
 #[command(
     version,
     group = clap::ArgGroup::new("output").required(true).multiple(true)
-        .args(["sink", "write", "live_iface"]),
+        .args(["sink", "write", "live_iface", "metrics"]),
     after_help = "\
 Examples:
   tracer-agent --write traces/ --probes tx,rx,drops,tcp   # one host, no sink
   tracer-agent --live-iface nettrace0    # then: wireshark -k -i nettrace0
+  tracer-agent --metrics 0.0.0.0:9431    # always-on metrics for Prometheus, no trace
   tracer-agent --sink 10.0.0.2:7420 --probes tx
   tracer-agent --sink 10.0.0.2:7420 --probes tx --sample-every 100 --stats-interval 5
   tracer-agent --sink 10.0.0.2:7420 --probes tx,rx
@@ -80,6 +82,25 @@ pub(crate) struct Cli {
     /// agent: frames are dropped and counted (`writer.live` in the stats).
     #[arg(long, value_name = "NAME", value_parser = tracer_cli::iface_name)]
     pub(crate) live_iface: Option<String>,
+
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics, alone (no
+    /// trace: nothing per event leaves the kernel) or beside --sink,
+    /// --write or --live-iface. The kernel keeps log2 histograms of RX
+    /// latency (since each skb's RX stamp, at netif_receive_skb,
+    /// tcp_probe and skb_copy_datagram_iovec) and of TX stage latency
+    /// (SENDMSG->SCHED->SND_SW->ACK, BPF TX timestamping), and counts drops
+    /// by reason, TCP retransmissions and resets, receive queue full and
+    /// socket memory limit events; the agent adds the network stack's CPU
+    /// time, the clock's state and its own costs. Scrape it with a
+    /// Prometheus job such as
+    /// `- job_name: nettrace` / `static_configs: [{targets: ["HOST:9431"]}]`;
+    /// docs/metrics.md lists every metric, with queries and alert rules.
+    /// --netns/--all-netns and --filter apply as they do to tracing.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = tracer_cli::host_port)]
+    pub(crate) metrics: Option<SocketAddr>,
+
+    #[command(flatten, next_help_heading = "Metrics (with --metrics)")]
+    pub(crate) metrics_opts: MetricsArgs,
 
     #[command(flatten, next_help_heading = "Writing files (with --write)")]
     pub(crate) writer: tracer_sink::WriterArgs,
@@ -358,6 +379,35 @@ pub(crate) struct Cli {
     /// Kernel BTF used to check for BPF TX timestamping support.
     #[arg(long, default_value = "/sys/kernel/btf/vmlinux", hide = true)]
     pub(crate) btf: PathBuf,
+}
+
+/// The options of `--metrics`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct MetricsArgs {
+    /// Which parts to run, comma separated: rx (RX latency histograms),
+    /// tx (TX stage histograms; a sockops program under --cgroup, Linux >=
+    /// 6.15), drops (drops by reason), tcp (retransmissions, resets,
+    /// socket queue and memory events), cpu (CPU time of NET_RX/NET_TX
+    /// softirqs and socket calls), or all.
+    #[arg(long, default_value = "all", value_name = "PARTS", requires = "metrics",
+          value_parser = MetricParts::parse)]
+    pub(crate) metrics_with: MetricParts,
+
+    /// Label the histograms and counters by network namespace (`netns`,
+    /// its inode number) and the RX histograms by interface (`iface`, its
+    /// name in the agent's namespace, else its index), comma separated. Off
+    /// by default: every label multiplies the series Prometheus stores.
+    #[arg(long, value_name = "LABELS", value_delimiter = ',', requires = "metrics",
+          value_parser = ["netns", "iface"])]
+    pub(crate) metrics_by: Vec<String>,
+
+    /// With --metrics-by: the most label sets the kernel keeps (each a
+    /// histogram of 38 buckets per CPU); values of label sets beyond it go
+    /// to the hook's unlabelled series and are counted
+    /// (nettrace_metrics_unobserved_total{reason="series_full"}).
+    #[arg(long, default_value = "1024", value_name = "N", requires = "metrics",
+          value_parser = tracer_cli::int(1u32, 65536))]
+    pub(crate) metrics_max_series: u32,
 }
 
 /// Smallest `--max-datagram`: a header with the longest host name and a

@@ -9,9 +9,13 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use clocksync::{SanityConfig, SourceSpec};
 use tracer_agent::clock::ClockConfig;
+use tracer_agent::metrics::MetricsConfig;
 use tracer_agent::pipeline::AgentIdentity;
 use tracer_agent::probes::in_registry_order;
-use tracer_agent::run::{boot_id, hostname, print_stats, run, AgentConfig, AgentKeys, NetnsFilter};
+use tracer_agent::run::{
+    boot_id, hostname, print_stats, run, run_metrics, AgentConfig, AgentKeys, MetricsOnlyConfig,
+    NetnsFilter,
+};
 use tracer_sink::{EmbeddedSink, SinkConfig, SinkKeys, SinkStats, WriterArgs};
 
 mod cli;
@@ -65,12 +69,6 @@ fn real_main() -> anyhow::Result<()> {
     if let Some(problem) = writer_option_without_write(&matches) {
         bail!("{problem}");
     }
-    let sanity = SanityConfig {
-        enabled: !cli.no_servo_sanity,
-        max_change_ns: cli.servo_max_change.0,
-        max_freq_change_ppb: cli.servo_max_freq_change,
-        ..SanityConfig::default()
-    };
     let key = match &cli.key_file {
         Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
         None => None,
@@ -112,16 +110,30 @@ fn real_main() -> anyhow::Result<()> {
     } else {
         None
     };
+    let metrics = cli.metrics.map(|listen| MetricsConfig {
+        listen,
+        parts: cli.metrics_opts.metrics_with,
+        by_netns: cli.metrics_opts.metrics_by.iter().any(|l| l == "netns"),
+        by_iface: cli.metrics_opts.metrics_by.iter().any(|l| l == "iface"),
+        max_series: cli.metrics_opts.metrics_max_series,
+    });
     // With --sink too, the remote sink is the one the agent answers to
     // (acknowledgements, its clock) and the embedded one gets a copy.
     let (sink, copy_to) = match (&embedded, cli.sink) {
         (Some(e), Some(remote)) => (remote, Some(e.addr())),
         (Some(e), None) => (e.addr(), None),
         (None, Some(a)) => (a, None),
-        (None, None) => bail!("give --sink HOST:PORT, --write DIR or --live-iface NAME"),
+        (None, None) => {
+            let Some(metrics) = metrics else {
+                bail!(
+                    "give --sink HOST:PORT, --write DIR, --live-iface NAME or --metrics ADDR:PORT"
+                );
+            };
+            return metrics_only(cli, metrics);
+        }
     };
-    let clock = match cli.clock {
-        ClockArg::Spec(spec) => spec,
+    let clock = match &cli.clock {
+        ClockArg::Spec(spec) => spec.clone(),
         ClockArg::Sink => {
             let port = match cli.clock_port {
                 Some(p) => p,
@@ -143,6 +155,12 @@ fn real_main() -> anyhow::Result<()> {
     };
     install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
     let stop = &STOP;
+    let clock_cfg = clock_config(
+        &cli,
+        clock,
+        key.as_ref()
+            .map(|k| k.mac_key(tracer_auth::Purpose::ClockExchange)),
+    );
     let cfg = AgentConfig {
         sink,
         copy_to,
@@ -150,35 +168,16 @@ fn real_main() -> anyhow::Result<()> {
         cgroup: cli
             .cgroup
             .unwrap_or_else(tracer_agent::preflight::default_cgroup),
-        netns: match (cli.all_netns, cli.netns) {
-            (true, _) => NetnsFilter::All,
-            (false, Some(p)) => NetnsFilter::Path(p),
-            (false, None) => NetnsFilter::Own,
-        },
+        netns: netns_filter(cli.all_netns, cli.netns),
         sample_every: cli.sample_every,
         filter: cli.filter.unwrap_or_default(),
         self_endpoints,
         stats_interval: (!cli.stats_interval.is_zero()).then_some(cli.stats_interval),
         json: cli.json,
-        identity: AgentIdentity {
-            agent_id: cli.agent_id.unwrap_or_else(rand::random),
-            boot_id: boot_id(),
-            hostname: match cli.hostname {
-                Some(h) => h,
-                None => {
-                    let h = hostname();
-                    if let Some(p) =
-                        tracer_cli::hostname_problem(&h, tracer_codec::MAX_HOSTNAME_LEN)
-                    {
-                        bail!("the kernel host name {h:?} cannot name this host in the trace: {p}; pass --hostname NAME");
-                    }
-                    h
-                }
-            },
-            incarnation: AgentIdentity::new_incarnation(),
-        },
+        identity: identity(cli.agent_id, cli.hostname)?,
         keys: key.as_ref().map(AgentKeys::from_shared),
         ack_wait: cli.ack_wait,
+        metrics,
         max_payload: cli.max_datagram.map(|n| n as usize),
         batch_send: cli.batch_send,
         flush_after: cli.flush_ms,
@@ -187,20 +186,7 @@ fn real_main() -> anyhow::Result<()> {
         realtime: cli.realtime,
         btf: cli.btf,
         clock_lock_timeout: cli.clock_lock_timeout,
-        clock: ClockConfig {
-            choice: clock,
-            servo: cli.servo,
-            interval: cli.clock_interval,
-            inject_offset_ns: cli.inject_clock_offset_ns,
-            inject_drift_ppm: cli.inject_clock_drift_ppm,
-            hw_iface: cli.clock_hw_iface,
-            oscillator: cli.simulate_oscillator,
-            truth_log: cli.oscillator_truth,
-            auth: key
-                .as_ref()
-                .map(|k| k.mac_key(tracer_auth::Purpose::ClockExchange)),
-            sanity,
-        },
+        clock: clock_cfg,
     };
     let stats = run(&cfg, stop)?;
     let Some(embedded) = embedded else {
@@ -214,6 +200,82 @@ fn real_main() -> anyhow::Result<()> {
         .context("the embedded sink (--write) failed")?;
     print_with_writer(&stats, &written, cfg.json);
     Ok(())
+}
+
+/// `--metrics` alone: no trace, the metrics program and the clock.
+fn metrics_only(cli: Cli, metrics: MetricsConfig) -> anyhow::Result<()> {
+    let clock = match &cli.clock {
+        ClockArg::Spec(spec) => spec.clone(),
+        ClockArg::Sink => {
+            bail!("--clock sink needs --sink: the metrics alone follow a local clock")
+        }
+    };
+    install_stop_handlers().context("installing the SIGINT/SIGTERM handlers")?;
+    let clock = clock_config(&cli, clock, None);
+    let cfg = MetricsOnlyConfig {
+        metrics,
+        cgroup: cli
+            .cgroup
+            .unwrap_or_else(tracer_agent::preflight::default_cgroup),
+        netns: netns_filter(cli.all_netns, cli.netns),
+        sample_every: cli.sample_every,
+        filter: cli.filter.unwrap_or_default(),
+        btf: cli.btf,
+        identity: identity(cli.agent_id, cli.hostname)?,
+        clock,
+    };
+    Ok(run_metrics(&cfg, &STOP)?)
+}
+
+/// `--netns` / `--all-netns`.
+fn netns_filter(all: bool, path: Option<std::path::PathBuf>) -> NetnsFilter {
+    match (all, path) {
+        (true, _) => NetnsFilter::All,
+        (false, Some(p)) => NetnsFilter::Path(p),
+        (false, None) => NetnsFilter::Own,
+    }
+}
+
+/// The agent's identity: `--agent-id` or a random one, `--hostname` or
+/// the kernel's (refused when it cannot name a host in a trace).
+fn identity(agent_id: Option<u64>, name: Option<String>) -> anyhow::Result<AgentIdentity> {
+    let hostname = match name {
+        Some(h) => h,
+        None => {
+            let h = hostname();
+            if let Some(p) = tracer_cli::hostname_problem(&h, tracer_codec::MAX_HOSTNAME_LEN) {
+                bail!("the kernel host name {h:?} cannot name this host in the trace: {p}; pass --hostname NAME");
+            }
+            h
+        }
+    };
+    Ok(AgentIdentity {
+        agent_id: agent_id.unwrap_or_else(rand::random),
+        boot_id: boot_id(),
+        hostname,
+        incarnation: AgentIdentity::new_incarnation(),
+    })
+}
+
+/// The clock options, following `choice`.
+fn clock_config(cli: &Cli, choice: SourceSpec, auth: Option<tracer_auth::MacKey>) -> ClockConfig {
+    ClockConfig {
+        choice,
+        servo: cli.servo,
+        interval: cli.clock_interval,
+        inject_offset_ns: cli.inject_clock_offset_ns,
+        inject_drift_ppm: cli.inject_clock_drift_ppm,
+        hw_iface: cli.clock_hw_iface.clone(),
+        oscillator: cli.simulate_oscillator,
+        truth_log: cli.oscillator_truth.clone(),
+        auth,
+        sanity: SanityConfig {
+            enabled: !cli.no_servo_sanity,
+            max_change_ns: cli.servo_max_change.0,
+            max_freq_change_ppb: cli.servo_max_freq_change,
+            ..SanityConfig::default()
+        },
+    }
 }
 
 /// A writer option given without `--write` or `--live-iface` (the agent's

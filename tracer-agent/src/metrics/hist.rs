@@ -1,0 +1,151 @@
+//! The in-kernel histograms' buckets (`ebpf/include/hist.h`) as Prometheus
+//! sees them: bucket k holds the values v with 2^(k-1) < v <= 2^k ns
+//! (`le` = 2^k ns, right-inclusive, ebpf_exporter's `exp2`), the last one
+//! is `+Inf`. The tests compile hist.h on the host and hold its bucket
+//! function to this definition at every power of two and its neighbours,
+//! where ebpf_exporter once put 2^k one bucket too high (its issue 488).
+
+/// Buckets per histogram, `+Inf` included (NT_HIST_BUCKETS in hist.h).
+pub const BUCKETS: usize = 38;
+/// Index of the `+Inf` bucket (NT_HIST_INF).
+pub const INF: usize = BUCKETS - 1;
+
+/// One histogram as the kernel keeps it, summed over CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hist {
+    /// Values per bucket (not cumulative).
+    pub counts: [u64; BUCKETS],
+    /// Sum of the values, ns.
+    pub sum_ns: u64,
+}
+
+impl Default for Hist {
+    fn default() -> Self {
+        Hist {
+            counts: [0; BUCKETS],
+            sum_ns: 0,
+        }
+    }
+}
+
+impl Hist {
+    /// Add one CPU's value: BUCKETS counts then the sum, native-endian
+    /// u64 words (`struct nt_hist`). Short input adds what it has.
+    pub fn add_words(&mut self, bytes: &[u8]) {
+        for (i, w) in bytes.chunks_exact(8).enumerate().take(BUCKETS + 1) {
+            let v = u64::from_ne_bytes(w.try_into().expect("chunks of 8"));
+            if i < BUCKETS {
+                self.counts[i] = self.counts[i].wrapping_add(v);
+            } else {
+                self.sum_ns = self.sum_ns.wrapping_add(v);
+            }
+        }
+    }
+
+    /// Values observed.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// `(upper bound in seconds, count)` per bucket, as prometheus-client
+    /// takes them (`f64::MAX` is written `+Inf`).
+    pub fn buckets_seconds(&self) -> Vec<(f64, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(k, &c)| (upper_bound_seconds(k), c))
+            .collect()
+    }
+}
+
+/// The bucket's `le`, seconds: 2^k ns, `f64::MAX` (written `+Inf`) for
+/// the last.
+pub fn upper_bound_seconds(k: usize) -> f64 {
+    if k >= INF {
+        f64::MAX
+    } else {
+        (1u64 << k) as f64 * 1e-9
+    }
+}
+
+/// The bucket of `v` ns by definition: the smallest k with v <= 2^k,
+/// capped at `+Inf`.
+pub fn bucket_of(v: u64) -> usize {
+    (0..INF).find(|&k| v <= 1u64 << k).unwrap_or(INF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// hist.h's nt_hist_bucket, run on the host for each value on stdin.
+    const C_EVAL: &str = r#"
+#include "hist.h"
+int main(void)
+{
+    unsigned long long v;
+    printf("%d %d\n", NT_HIST_BUCKETS, NT_HIST_INF);
+    while (scanf("%llu", &v) == 1)
+        printf("%u\n", nt_hist_bucket(v));
+    return 0;
+}
+"#;
+
+    fn probe_values() -> Vec<u64> {
+        let mut v = vec![0, 1, 2, 3, u64::MAX, u64::MAX - 1];
+        for k in 0..64u32 {
+            let p = 1u64 << k;
+            v.extend([p - 1, p, p + 1]);
+        }
+        v
+    }
+
+    #[test]
+    fn the_bpf_bucket_function_is_right_inclusive_log2() {
+        let values = probe_values();
+        let input: String = values.iter().map(|v| format!("{v}\n")).collect();
+        let out = crate::host_c::run_header_program(C_EVAL, &input);
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next(),
+            Some(format!("{BUCKETS} {INF}").as_str()),
+            "hist.h's sizes"
+        );
+        for (v, line) in values.iter().zip(lines) {
+            let got: usize = line.parse().unwrap();
+            assert_eq!(got, bucket_of(*v), "bucket of {v}");
+        }
+        // The definition itself, at the edges ebpf_exporter got wrong.
+        for k in 1..INF {
+            let p = 1u64 << k;
+            assert_eq!(bucket_of(p), k, "2^{k} is in bucket {k}");
+            assert_eq!(bucket_of(p + 1), k + 1, "2^{k}+1 is in bucket {}", k + 1);
+        }
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(1), 0);
+        assert_eq!(bucket_of(1 << (INF - 1)), INF - 1);
+        assert_eq!(bucket_of((1 << (INF - 1)) + 1), INF);
+        assert_eq!(bucket_of(u64::MAX), INF);
+    }
+
+    #[test]
+    fn buckets_are_exposed_as_powers_of_two_nanoseconds_then_inf() {
+        let mut h = Hist::default();
+        let mut cpu = Vec::new();
+        for k in 0..BUCKETS as u64 {
+            cpu.extend_from_slice(&k.to_ne_bytes());
+        }
+        cpu.extend_from_slice(&1000u64.to_ne_bytes());
+        h.add_words(&cpu);
+        h.add_words(&cpu);
+        assert_eq!(h.counts[5], 10);
+        assert_eq!(h.sum_ns, 2000);
+        assert_eq!(h.count(), 2 * (0..BUCKETS as u64).sum::<u64>());
+        let b = h.buckets_seconds();
+        assert_eq!(b.len(), BUCKETS);
+        assert_eq!(b[0].0, 1e-9);
+        assert_eq!(b[10].0, 1024e-9);
+        assert_eq!(b[INF].0, f64::MAX);
+        assert!(b.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+}
