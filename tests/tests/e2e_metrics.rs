@@ -1,0 +1,261 @@
+//! End to end with the real kernel and a real Prometheus server: the
+//! agent traces a TCP flow and UDP datagrams to a closed port into files
+//! (`--write`) and, in the same run, keeps its in-kernel histograms and
+//! counters (`--metrics`), which Prometheus scrapes every second. What
+//! PromQL answers must be what the per-event trace of the same run says:
+//! per RX hook the same number of stamped skbs, a `histogram_quantile`
+//! p99 within one log2 bucket of the trace's p99, and as many NO_SOCKET
+//! drops as the drops probe recorded (and as datagrams were sent).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tracer_codec::{Event, RxStage};
+use tracer_e2e::bins::bin;
+use tracer_e2e::netns::{in_netns, NetnsPair};
+use tracer_e2e::pcap::read_dir;
+use tracer_e2e::procs::Proc;
+use tracer_e2e::scenario::{stop_json, tcp_flow};
+use tracer_e2e::skip::{require_root, skip};
+
+const PORT: u16 = 5437;
+const CLOSED_PORT: u16 = 9;
+const DATAGRAMS: usize = 40;
+const METRICS: &str = "127.0.0.1:19431";
+const PROMETHEUS: &str = "127.0.0.1:19090";
+
+/// The RX hooks: the trace's stage and the metric's `hook` label.
+const HOOKS: [(RxStage, &str); 3] = [
+    (RxStage::StackEntry, "netif_receive_skb"),
+    (RxStage::TcpInput, "tcp_probe"),
+    (RxStage::Copy, "skb_copy_datagram_iovec"),
+];
+
+/// `v` percent-encoded for a URL query.
+fn url_encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// GET `path` from `addr` inside namespace `ns`: (status line, body).
+fn http_get(ns: &str, addr: &'static str, path: String) -> (String, String) {
+    in_netns(NetnsPair::path(ns), "e2e-http", move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+        (
+            head.lines().next().unwrap_or("").to_owned(),
+            body.to_owned(),
+        )
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+}
+
+/// One PromQL instant query: the value of each series, with its labels.
+fn promql(ns: &str, query: &str) -> Vec<(serde_json::Value, f64)> {
+    let (status, body) = http_get(
+        ns,
+        PROMETHEUS,
+        format!("/api/v1/query?query={}", url_encode(query)),
+    );
+    assert!(status.contains("200"), "{query}: {status} {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "success", "{query}: {body}");
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let value = r["value"][1].as_str().unwrap().parse::<f64>().unwrap();
+            (r["metric"].clone(), value)
+        })
+        .collect()
+}
+
+fn one(ns: &str, query: &str) -> f64 {
+    let r = promql(ns, query);
+    assert_eq!(r.len(), 1, "{query}: {r:?}");
+    r[0].1
+}
+
+/// Prometheus, in namespace `ns`, scraping the agent every second.
+fn start_prometheus(ns: &str, dir: &Path) -> Proc {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n\
+             scrape_configs:\n  - job_name: nettrace\n    static_configs:\n      - targets: ['{METRICS}']\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = NetnsPair::exec(ns, Path::new("prometheus"));
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address={PROMETHEUS}"));
+    let mut p = Proc::spawn("prometheus", cmd);
+    p.wait_stderr(
+        "Server is ready to receive web requests",
+        Duration::from_secs(60),
+    );
+    p
+}
+
+/// Wait until Prometheus has scraped the agent successfully `n` more times.
+fn wait_scrapes(ns: &str, n: u32) {
+    let count = |ns| {
+        promql(ns, "count_over_time(up{job=\"nettrace\"}[10m])")
+            .first()
+            .map_or(0.0, |r| r.1)
+    };
+    let target = count(ns) + f64::from(n);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(ns) < target {
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not scrape the agent"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        one(ns, "up{job=\"nettrace\"}"),
+        1.0,
+        "the last scrape failed"
+    );
+}
+
+/// The log2 bucket (right-inclusive) of `v` ns, as the kernel counts it.
+fn bucket(v: u64) -> u32 {
+    (0..37).find(|k| v <= 1u64 << k).unwrap_or(37)
+}
+
+#[test]
+fn prometheus_sees_the_latencies_and_drops_of_the_trace() {
+    if !require_root() {
+        return;
+    }
+    let have_prometheus = Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_prometheus {
+        skip("prometheus_sees_the_latencies_and_drops_of_the_trace: no prometheus (apt-get install prometheus)");
+        return;
+    }
+    let pair = NetnsPair::create("ntrpm", 230).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let prom_dir = tempfile::tempdir().unwrap();
+    let mut cmd = NetnsPair::exec(&pair.b, &bin("tracer-agent"));
+    cmd.arg("--write")
+        .arg(out.path())
+        .args(["--probes", "rx,drops", "--hostname", "recv", "--json"])
+        .args(["--metrics", METRICS, "--metrics-with", "rx,drops"])
+        // Only the test's traffic, in the trace and in the metrics alike
+        // (not Prometheus's scrapes, which reach the agent over loopback).
+        .args(["--filter", &format!("port {PORT} or port {CLOSED_PORT}")]);
+    let mut agent = Proc::spawn("tracer-agent --metrics", cmd);
+    agent.wait_stderr("metrics attached", Duration::from_secs(30));
+    let _prometheus = start_prometheus(&pair.b, prom_dir.path());
+    wait_scrapes(&pair.b, 1);
+
+    tcp_flow(&pair, PORT, 3000, 1400);
+    let to = SocketAddr::from((pair.addr_b, CLOSED_PORT));
+    in_netns(NetnsPair::path(&pair.a), "e2e-udp", move || {
+        let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+        for i in 0..DATAGRAMS {
+            s.send_to(&[i as u8; 64], to).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    // Everything observed is in a scrape: two more after the traffic.
+    std::thread::sleep(Duration::from_millis(300));
+    wait_scrapes(&pair.b, 2);
+
+    let mut prom = Vec::new();
+    for (_, hook) in HOOKS {
+        let count = one(
+            &pair.b,
+            &format!("nettrace_rx_latency_seconds_count{{hook=\"{hook}\"}}"),
+        );
+        let p99 = one(
+            &pair.b,
+            &format!(
+                "histogram_quantile(0.99, nettrace_rx_latency_seconds_bucket{{hook=\"{hook}\"}})"
+            ),
+        );
+        prom.push((count, p99));
+    }
+    let prom_drops = one(&pair.b, "nettrace_drops_total{reason=\"NO_SOCKET\"}");
+
+    let fin = stop_json(&mut agent, libc::SIGINT);
+    assert_eq!(fin["stats"]["ring_overruns"], 0, "{fin}");
+    assert_eq!(fin["stats"]["bpf"]["ringbuf_lost"], 0, "{fin}");
+    let trace = read_dir(out.path());
+    let mut lat: Vec<Vec<u64>> = vec![Vec::new(); HOOKS.len()];
+    let mut trace_drops = 0;
+    for f in &trace.frames {
+        match &f.event {
+            Event::Rx(e) if e.rx_stamp_ns != 0 => {
+                if let Some(i) = HOOKS.iter().position(|(s, _)| *s as u8 == e.stage) {
+                    lat[i].push(e.global_ns.saturating_sub(e.rx_stamp_global_ns));
+                }
+            }
+            Event::Drop(d) if d.reason_str() == "NO_SOCKET" && d.dport == CLOSED_PORT => {
+                trace_drops += 1
+            }
+            _ => {}
+        }
+    }
+    for (i, (_, hook)) in HOOKS.iter().enumerate() {
+        let (count, p99) = prom[i];
+        let v = &mut lat[i];
+        v.sort_unstable();
+        assert!(
+            v.len() > 1000,
+            "{hook}: only {} stamped events in the trace",
+            v.len()
+        );
+        assert_eq!(
+            count as usize,
+            v.len(),
+            "{hook}: Prometheus counted {count} skbs, the trace has {}",
+            v.len()
+        );
+        // Nearest rank.
+        let trace_p99 = v[(v.len() * 99).div_ceil(100) - 1];
+        let prom_ns = (p99 * 1e9).ceil() as u64;
+        let (bt, bp) = (bucket(trace_p99), bucket(prom_ns));
+        eprintln!(
+            "{hook}: {count} skbs, p99 trace {trace_p99} ns (bucket {bt}), PromQL {prom_ns} ns (bucket {bp})"
+        );
+        assert!(
+            bt.abs_diff(bp) <= 1,
+            "{hook}: PromQL p99 {prom_ns} ns is not within one bucket of the trace's {trace_p99} ns"
+        );
+    }
+    assert_eq!(trace_drops, DATAGRAMS, "drops probe events");
+    assert_eq!(
+        prom_drops as usize, trace_drops,
+        "NO_SOCKET drops in Prometheus"
+    );
+}
