@@ -259,3 +259,128 @@ fn prometheus_sees_the_latencies_and_drops_of_the_trace() {
         "NO_SOCKET drops in Prometheus"
     );
 }
+
+/// The samples of an OpenMetrics text: (name, labels, value).
+fn samples(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            let (name, labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap();
+                    (k.to_owned(), v.trim_matches('"').to_owned())
+                })
+                .collect();
+            (name.to_owned(), labels, value.parse().unwrap())
+        })
+        .collect()
+}
+
+fn value_of(
+    s: &[(String, Vec<(String, String)>, f64)],
+    name: &str,
+    label: (&str, &str),
+) -> Option<(f64, Vec<(String, String)>)> {
+    s.iter()
+        .find(|(n, l, _)| n == name && l.iter().any(|(k, v)| k == label.0 && v == label.1))
+        .map(|(_, l, v)| (*v, l.clone()))
+}
+
+/// The sender's side, scraped directly: per TX stage step as many
+/// observations as the tx probe's trace has skbs with both stages, a
+/// reset counted as the tcp probe recorded it, every series labelled with
+/// the namespace (`--metrics-by netns`), and what the program could not
+/// observe counted, zero here.
+#[test]
+fn tx_stage_histograms_and_tcp_counters_match_the_trace() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrpt", 229).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
+    cmd.arg("--write")
+        .arg(out.path())
+        .args(["--probes", "tx,tcp", "--hostname", "send", "--json"])
+        .args(["--metrics", METRICS, "--metrics-with", "tx,tcp"])
+        .args(["--metrics-by", "netns"])
+        // Not the scrape's own connection, whose response is sent after
+        // the maps were read for it.
+        .args(["--filter", &format!("port {PORT} or port {CLOSED_PORT}")]);
+    let mut agent = Proc::spawn("tracer-agent --metrics", cmd);
+    agent.wait_stderr("metrics attached", Duration::from_secs(30));
+    tcp_flow(&pair, PORT, 2000, 1400);
+    // A connection refused: b answers the SYN with a reset.
+    let closed = SocketAddr::from((pair.addr_b, CLOSED_PORT));
+    in_netns(NetnsPair::path(&pair.a), "e2e-rst", move || {
+        assert!(TcpStream::connect_timeout(&closed, Duration::from_secs(2)).is_err());
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body) = http_get(&pair.a, METRICS, "/metrics".into());
+    assert!(status.contains("200"), "{status}");
+    let fin = stop_json(&mut agent, libc::SIGINT);
+    assert_eq!(fin["stats"]["ring_overruns"], 0, "{fin}");
+    let s = samples(&body);
+    let netns = std::fs::metadata(NetnsPair::path(&pair.a))
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap()
+        .to_string();
+
+    // The trace's skbs by (socket, tskey): which stages each one had.
+    let trace = read_dir(out.path());
+    let mut skbs: std::collections::HashMap<(u64, u32), [bool; 5]> = Default::default();
+    let mut resets = 0;
+    for f in &trace.frames {
+        match &f.event {
+            Event::Tx(e) if (e.stage as usize) < 5 => {
+                skbs.entry((e.cookie, e.tskey)).or_default()[e.stage as usize] = true
+            }
+            Event::Tcp(t) if t.anomaly == tracer_codec::TcpAnomaly::ResetReceived as u8 => {
+                resets += 1
+            }
+            _ => {}
+        }
+    }
+    let with = |a: usize, b: usize| skbs.values().filter(|s| s[a] && s[b]).count();
+    for (stage, a, b) in [
+        ("sendmsg_to_sched", 0, 1),
+        ("sched_to_snd_sw", 1, 2),
+        ("snd_sw_to_ack", 2, 4),
+    ] {
+        let (count, labels) = value_of(
+            &s,
+            "nettrace_tx_stage_latency_seconds_count",
+            ("stage", stage),
+        )
+        .unwrap_or_else(|| panic!("no {stage} histogram in\n{body}"));
+        assert!(
+            labels.contains(&("netns".into(), netns.clone())),
+            "{stage}: {labels:?}, want netns {netns}"
+        );
+        let want = with(a, b);
+        assert!(want >= 1000, "{stage}: {want} skbs in the trace");
+        assert_eq!(
+            count as usize, want,
+            "{stage}: observations vs the trace's skbs"
+        );
+    }
+    assert_eq!(resets, 1, "the tcp probe's RESET_RECEIVED events");
+    let (got, _) = value_of(&s, "nettrace_tcp_resets_total", ("direction", "received"))
+        .unwrap_or_else(|| panic!("no reset counter in\n{body}"));
+    assert_eq!(got as usize, resets);
+    for (name, labels, v) in &s {
+        if name == "nettrace_metrics_unobserved_total" {
+            assert_eq!(*v, 0.0, "{labels:?}");
+        }
+    }
+}
