@@ -260,8 +260,11 @@ fn prometheus_sees_the_latencies_and_drops_of_the_trace() {
     );
 }
 
-/// The samples of an OpenMetrics text: (name, labels, value).
-fn samples(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+/// One sample of an OpenMetrics text: name, labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// The samples of an OpenMetrics text.
+fn samples(text: &str) -> Vec<Sample> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .map(|l| {
@@ -284,7 +287,7 @@ fn samples(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
 }
 
 fn value_of(
-    s: &[(String, Vec<(String, String)>, f64)],
+    s: &[Sample],
     name: &str,
     label: (&str, &str),
 ) -> Option<(f64, Vec<(String, String)>)> {
