@@ -101,6 +101,18 @@ const AGENT: Binary = Binary {
         ),
         ("live-iface", "interface_names_are_checked"),
         (
+            "metrics",
+            "e2e_metrics (agent_metrics_options_are_checked and both scrapes)",
+        ),
+        (
+            "metrics-with",
+            "e2e_metrics::agent_metrics_options_are_checked (a closed list)",
+        ),
+        (
+            "metrics-by",
+            "e2e_metrics::agent_metrics_options_are_checked (a closed list)",
+        ),
+        (
             "file-prefix",
             "sink_file_prefix_is_checked (the sink's parser: tracer_sink::WriterArgs)",
         ),
@@ -751,10 +763,15 @@ fn agent_values_run() {
     let mut failures = Vec::new();
     let mut runs = 0;
     let out = tempfile::tempdir().unwrap();
-    let write_only = agent_write_only_options();
+    let write_only = options_under("Writing files (with --write):");
     assert!(
         write_only.iter().any(|o| o == "rotate-size"),
         "{write_only:?}"
+    );
+    let metrics_only = options_under("Metrics (with --metrics):");
+    assert!(
+        metrics_only.iter().any(|o| o == "metrics-max-series"),
+        "{metrics_only:?}"
     );
     for (name, values) in admitted_values(&AGENT) {
         for v in values {
@@ -764,6 +781,9 @@ fn agent_values_run() {
                 c.arg("--write").arg(out.path());
             } else {
                 c.args(["--sink", "127.0.0.1:9"]);
+            }
+            if metrics_only.contains(&name.to_string()) {
+                c.args(["--metrics", "127.0.0.1:19439", "--metrics-with", "drops"]);
             }
             c.args(["--probes", "tx"]);
             if name != "clock-lock-timeout" {
@@ -784,16 +804,16 @@ fn agent_values_run() {
     assert_none(failures);
 }
 
-/// The agent's options that apply only with `--write` (its writer's):
-/// those its --help lists under "Writing files (with --write)".
-fn agent_write_only_options() -> Vec<String> {
+/// The agent's options that apply only with another (`--write`,
+/// `--metrics`): those its --help lists under `heading`.
+fn options_under(heading: &str) -> Vec<String> {
     let (_, help, _) = tracer_e2e::procs::run({
         let mut c = Command::new(bin("tracer-agent"));
         c.arg("--help");
         c
     });
     help.lines()
-        .skip_while(|l| !l.starts_with("Writing files (with --write):"))
+        .skip_while(|l| !l.starts_with(heading))
         .skip(1)
         .take_while(|l| l.is_empty() || l.starts_with(' '))
         .filter_map(|l| l.trim_start().strip_prefix("--"))

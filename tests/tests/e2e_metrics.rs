@@ -286,11 +286,7 @@ fn samples(text: &str) -> Vec<Sample> {
         .collect()
 }
 
-fn value_of(
-    s: &[Sample],
-    name: &str,
-    label: (&str, &str),
-) -> Option<(f64, Vec<(String, String)>)> {
+fn value_of(s: &[Sample], name: &str, label: (&str, &str)) -> Option<(f64, Vec<(String, String)>)> {
     s.iter()
         .find(|(n, l, _)| n == name && l.iter().any(|(k, v)| k == label.0 && v == label.1))
         .map(|(_, l, v)| (*v, l.clone()))
@@ -386,4 +382,116 @@ fn tx_stage_histograms_and_tcp_counters_match_the_trace() {
             assert_eq!(*v, 0.0, "{labels:?}");
         }
     }
+}
+
+fn agent(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(bin("tracer-agent"))
+        .args(args)
+        .output()
+        .expect("running tracer-agent");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Bad metrics options are refused with a message that says what to do,
+/// and a taken address stops the agent before anything stays attached.
+#[test]
+fn agent_metrics_options_are_checked() {
+    let (code, err) = agent(&["--metrics", "127.0.0.1:9431", "--metrics-with", "rx,bogus"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("\"bogus\"") && err.contains("rx, tx, drops, tcp, cpu"),
+        "{err}"
+    );
+    let (code, err) = agent(&["--metrics", "127.0.0.1:9431", "--metrics-by", "cgroup"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("netns") && err.contains("iface"), "{err}");
+    let (code, err) = agent(&["--metrics", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("port 0"), "{err}");
+    let (code, err) = agent(&["--sink", "127.0.0.1:9", "--metrics-max-series", "8"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--metrics-max-series applies to --metrics"),
+        "{err}"
+    );
+    if !require_root() {
+        return;
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, err) = agent(&["--metrics", &addr, "--metrics-with", "drops"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("listening for Prometheus scrapes on {addr}")),
+        "{err}"
+    );
+    let progs = Command::new("bpftool")
+        .args(["prog", "show"])
+        .output()
+        .unwrap();
+    let progs = String::from_utf8_lossy(&progs.stdout);
+    assert!(
+        !progs.contains("metrics_kfree_s"),
+        "a metrics program stayed loaded: {progs}"
+    );
+}
+
+/// Metrics alone (no trace), labelled by interface and namespace: the
+/// loopback traffic of a TCP connection shows as `iface="lo"` in this
+/// namespace, at every RX hook.
+#[test]
+fn metrics_alone_label_by_interface_and_namespace() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrpl", 228).expect("creating namespaces");
+    let mut cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
+    cmd.args(["--metrics", METRICS, "--metrics-with", "rx"])
+        .args(["--metrics-by", "netns,iface", "--hostname", "alone"]);
+    let mut agent = Proc::spawn("tracer-agent --metrics", cmd);
+    agent.wait_stderr("metrics attached", Duration::from_secs(30));
+    in_netns(NetnsPair::path(&pair.a), "e2e-lo", move || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 1000];
+        for _ in 0..200 {
+            c.write_all(&buf).unwrap();
+            s.read_exact(&mut buf).unwrap();
+        }
+    })
+    .unwrap()
+    .join()
+    .unwrap();
+    let (status, body) = http_get(&pair.a, METRICS, "/metrics".into());
+    assert!(status.contains("200"), "{status}");
+    let (st, _) = agent.stop(libc::SIGINT, Duration::from_secs(10));
+    assert!(st.success(), "{:?}", agent.stderr);
+    let netns = std::fs::metadata(NetnsPair::path(&pair.a))
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap()
+        .to_string();
+    let s = samples(&body);
+    for (_, hook) in HOOKS {
+        let (count, labels) = value_of(&s, "nettrace_rx_latency_seconds_count", ("hook", hook))
+            .unwrap_or_else(|| panic!("no {hook} series in\n{body}"));
+        assert!(count >= 200.0, "{hook}: {count}");
+        for want in [("iface", "lo"), ("netns", netns.as_str())] {
+            assert!(
+                labels.contains(&(want.0.to_owned(), want.1.to_owned())),
+                "{hook}: {labels:?} lacks {want:?}"
+            );
+        }
+    }
+    assert!(
+        body.contains("nettrace_agent_info{host=\"alone\""),
+        "{body}"
+    );
+    assert!(
+        !body.contains("nettrace_agent_events_total"),
+        "no trace, no trace events: {body}"
+    );
 }

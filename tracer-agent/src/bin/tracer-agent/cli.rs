@@ -381,7 +381,7 @@ pub(crate) struct Cli {
     pub(crate) btf: PathBuf,
 }
 
-/// The options of `--metrics`.
+/// The options of `--metrics` (refused without it: `metrics_option_without_metrics`).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct MetricsArgs {
     /// Which parts to run, comma separated: rx (RX latency histograms),
@@ -389,25 +389,28 @@ pub(crate) struct MetricsArgs {
     /// 6.15), drops (drops by reason), tcp (retransmissions, resets,
     /// socket queue and memory events), cpu (CPU time of NET_RX/NET_TX
     /// softirqs and socket calls), or all.
-    #[arg(long, default_value = "all", value_name = "PARTS", requires = "metrics",
-          value_parser = MetricParts::parse)]
+    #[arg(long, default_value = "all", value_name = "PARTS", value_parser = MetricParts::parse)]
     pub(crate) metrics_with: MetricParts,
 
     /// Label the histograms and counters by network namespace (`netns`,
     /// its inode number) and the RX histograms by interface (`iface`, its
     /// name in the agent's namespace, else its index), comma separated. Off
     /// by default: every label multiplies the series Prometheus stores.
-    #[arg(long, value_name = "LABELS", value_delimiter = ',', requires = "metrics",
-          value_parser = ["netns", "iface"])]
+    #[arg(long, value_name = "LABELS", value_delimiter = ',', value_parser = ["netns", "iface"])]
     pub(crate) metrics_by: Vec<String>,
 
     /// With --metrics-by: the most label sets the kernel keeps (each a
     /// histogram of 38 buckets per CPU); values of label sets beyond it go
     /// to the hook's unlabelled series and are counted
     /// (nettrace_metrics_unobserved_total{reason="series_full"}).
-    #[arg(long, default_value = "1024", value_name = "N", requires = "metrics",
-          value_parser = tracer_cli::int(1u32, 65536))]
+    /// [range: 1..=65536]
+    #[arg(long, default_value = "1024", value_name = "N", value_parser = tracer_cli::int(1u32, 65536))]
     pub(crate) metrics_max_series: u32,
+}
+
+impl MetricsArgs {
+    /// Their clap ids.
+    pub(crate) const IDS: [&'static str; 3] = ["metrics_with", "metrics_by", "metrics_max_series"];
 }
 
 /// Smallest `--max-datagram`: a header with the longest host name and a

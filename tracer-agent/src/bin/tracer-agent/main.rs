@@ -69,6 +69,16 @@ fn real_main() -> anyhow::Result<()> {
     if let Some(problem) = writer_option_without_write(&matches) {
         bail!("{problem}");
     }
+    if let Some(id) = cli::MetricsArgs::IDS
+        .iter()
+        .find(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
+        .filter(|_| matches.value_source("metrics").is_none())
+    {
+        bail!(
+            "--{} applies to --metrics ADDR:PORT, which was not given",
+            id.replace('_', "-")
+        );
+    }
     let key = match &cli.key_file {
         Some(path) => Some(tracer_auth::SharedKey::load(path).context("--key-file")?),
         None => None,
