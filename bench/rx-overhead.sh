@@ -22,6 +22,14 @@
 #          (-DREF_CLOCK): the floor of a hook that stamps an event, which
 #          every record needs (one clock read costs about as much as the
 #          call of a do-nothing program on the machines measured);
+#   metrics  the agent's metrics mode alone (--metrics, no trace): RX
+#          latency histograms and drop counters kept in BPF maps, nothing
+#          per event to user space (issue 19: machine CPU <= x1.03 against
+#          none, each hook <= 1.3x its clock reference; not in the default
+#          MODES);
+#   cpu    the metrics mode with the CPU accounting alone (--metrics-with
+#          cpu: softirq, task switch and socket call hooks; not in the
+#          default MODES);
 #   netns  the clock references also reading the event's network
 #          namespace as the agent's programs must first (-DREF_NETNS;
 #          not in the default MODES): the floor of a hook that filters by
@@ -237,6 +245,18 @@ start_agent() { # sample_every [more agent options]
     done
     echo "agent did not start:"; cat "$WORK/agent.err"; exit 1
 }
+# The agent's metrics mode alone, in b: parts $1 (--metrics-with).
+start_metrics() {
+    nsenter --net=/run/netns/$B -- $AGENT_WRAP "${AGENT_BIN:-$BIN/tracer-agent}" --hostname rxbench \
+        --metrics 127.0.0.1:19431 --metrics-with "$1" --cgroup "$CG" \
+        > "$WORK/agent.out" 2> "$WORK/agent.err" &
+    AGENT=$!
+    for _ in $(seq 200); do
+        grep -q "metrics attached" "$WORK/agent.err" && return
+        sleep 0.05
+    done
+    echo "agent --metrics did not start:"; cat "$WORK/agent.err"; exit 1
+}
 stop_agent() { # call in this shell: only the parent can wait for it
     kill -INT "$AGENT"
     wait "$AGENT" || echo "agent exit $?: $(tail -2 "$WORK/agent.err")" >&2
@@ -285,6 +305,8 @@ start_mode() {
         clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
         netns) attach_refs "$PINN"; MODE_IDS=$NS_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
+        metrics) start_metrics rx,drops; MODE_IDS=$(held_prog_ids "$AGENT") ;;
+        cpu) start_metrics cpu; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         alt) [[ -x $AGENT_ALT_BIN ]] || { echo "mode alt needs AGENT_ALT_BIN"; exit 1; }
              RUN_BIN=$AGENT_ALT_BIN; start_agent 1; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         *) start_agent "$1"; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -294,6 +316,7 @@ stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
         ref|clock|netns) rm -rf "$LINKS"; echo "0 0" ;;
+        metrics|cpu) stop_agent; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
 }
@@ -381,7 +404,8 @@ def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(
 rows = [l.split() for l in open(cpu)]
 LABEL = {"none": "no program", "1": "agent, every skb", "alt": "AGENT_ALT_BIN, every",
          "100": "agent, 1 in 100",
-         "self": "every skb, --trace-self", "ref": "references only", "clock": "clock references"}
+         "self": "every skb, --trace-self", "ref": "references only", "clock": "clock references",
+         "metrics": "metrics mode (rx,drops)", "cpu": "metrics: cpu only"}
 if rows:
     print("\n== results (medians of alternating rounds; ratios are of medians)")
     host_of = lambda r: float(r[1]) - float(r[5]) / hz
@@ -420,11 +444,11 @@ if h:
     has_ns = any(r[0] == "netns" for r in h)
     if has_ns:
         print("    (netns: the clock reference also reading the event's namespace, the floor of a hook that filters)")
-    print(f"    {'hook':26s} {'mode':5s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'clock ns':>9s} {'ratio':>6s} {'agent/clock':>11s} {'runs/round':>11s}"
+    print(f"    {'hook':26s} {'mode':7s} {'agent ns':>9s} {'ref ns':>8s} {'ratio':>6s} {'clock ns':>9s} {'ratio':>6s} {'agent/clock':>11s} {'runs/round':>11s}"
           + (f" {'netns ns':>9s} {'netns/clock':>11s} {'agent/netns':>11s}" if has_ns else ""))
     for hk in hooks_seen:
         ref, clk, nsr = med(ns("ref", hk)), med(ns("clock", hk)), med(ns("netns", hk))
-        for m in ("1", "alt", "self", "100"):
+        for m in ("1", "alt", "self", "100", "metrics", "cpu"):
             a = ns(m, hk)
             if not a:
                 continue
@@ -435,7 +459,7 @@ if h:
             if has_ns and nsr == nsr:
                 nclk = f"{nsr/clk:11.2f}" if clk == clk else "          -"
                 extra = f" {nsr:9.1f} {nclk} {med(a)/nsr:11.2f}"
-            print(f"    {TP.get(hk, hk):26s} {m:5s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
+            print(f"    {TP.get(hk, hk):26s} {m:7s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:
     print("(3) events/s, TSO/GSO off; agent CPU per million events by --batch-send mode, and the floor of")
