@@ -13,7 +13,10 @@
 # causality, the clock offset the data prove; HTML report in
 # traces/report.html). A second, short run on --clock system (the same
 # oscillators, nothing removes them) shows the causality violations that
-# unsynchronised clocks cause.
+# unsynchronised clocks cause. Beside its trace, the server's agent keeps
+# its always-on metrics (--metrics), which a Prometheus server in the
+# server's namespace scrapes every second; the demo ends with a few of
+# them as PromQL answered them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -41,6 +44,7 @@ cleanup() {
     [[ -n ${AGENT_S:-} ]] && kill -INT "$AGENT_S" 2>/dev/null || true
     [[ -n ${SINK:-} ]] && kill -TERM "$SINK" 2>/dev/null || true
     [[ -n ${IPERF:-} ]] && kill "$IPERF" 2>/dev/null || true
+    [[ -n ${PROM:-} ]] && kill -TERM "$PROM" 2>/dev/null || true
     wait 2>/dev/null || true
     ip netns del "$NS_C" 2>/dev/null || true
     ip netns del "$NS_S" 2>/dev/null || true
@@ -92,7 +96,7 @@ start_tracing() {
     # an oscillator of its own, so it follows the sink's clock too.
     nsenter --net="/run/netns/$NS_S" -- "$BIN/tracer-agent" --sink "$ADDR_S:7420" --probes "$probes" \
         --hostname server --clock "$clock" "${CLOCK_OPTS[@]}" --simulate-oscillator "$OSC_S" \
-        > "$dir/agent-server.log" 2>&1 &
+        ${METRICS_ARGS[@]+"${METRICS_ARGS[@]}"} > "$dir/agent-server.log" 2>&1 &
     AGENT_S=$!
     n=$(tr , '\n' <<<"$probes" | wc -l)
     # An agent attaches its probes once its clock locked; the traffic waits
@@ -110,11 +114,60 @@ stop_tracing() {
     kill -TERM "$SINK"; wait "$SINK" || true; SINK=
 }
 
+# Prometheus in $NS_S scraping the server agent's /metrics every second.
+METRICS_ADDR=127.0.0.1:9431 PROM_ADDR=127.0.0.1:9090
+start_prometheus() {
+    local dir=$OUT/prometheus
+    rm -rf "$dir"; mkdir -p "$dir"
+    cat > "$dir/prometheus.yml" <<YML
+global: {scrape_interval: 1s, scrape_timeout: 900ms}
+scrape_configs:
+  - job_name: nettrace
+    static_configs: [{targets: ['$METRICS_ADDR'], labels: {host: server}}]
+YML
+    in_ns "$NS_S" prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+        --web.listen-address="$PROM_ADDR" > "$dir/prometheus.log" 2>&1 &
+    PROM=$!
+    for _ in $(seq 300); do grep -q "Server is ready" "$dir/prometheus.log" && return; sleep 0.1; done
+    echo "prometheus did not start:" >&2; cat "$dir/prometheus.log" >&2; exit 1
+}
+# A few PromQL answers, one line each, into $1.
+query_prometheus() {
+    in_ns "$NS_S" python3 - "$PROM_ADDR" > "$1" <<'PY'
+import json, sys, urllib.parse, urllib.request
+base = f"http://{sys.argv[1]}/api/v1/query?query="
+def q(expr):
+    with urllib.request.urlopen(base + urllib.parse.quote(expr), timeout=10) as r:
+        return json.load(r)["data"]["result"]
+def show(title, expr, label, fmt):
+    rows = q(expr)
+    print(f"-- {title}\n   {expr}")
+    for r in sorted(rows, key=lambda r: r["metric"].get(label, "")):
+        print(f"  {r['metric'].get(label, ''):28s} {fmt(float(r['value'][1]))}")
+    if not rows:
+        print("  (none)")
+us = lambda v: f"{v * 1e6:10.1f} us"
+show("p99 RX latency since the skb's RX stamp, by hook (in-kernel log2 histograms)",
+     'histogram_quantile(0.99, sum by (hook, le) (nettrace_rx_latency_seconds_bucket))', "hook", us)
+show("p99 TX stage latency, by stage",
+     'histogram_quantile(0.99, sum by (stage, le) (nettrace_tx_stage_latency_seconds_bucket))', "stage", us)
+show("drops by reason", 'sum by (reason) (nettrace_drops_total)', "reason", lambda v: f"{v:10.0f}")
+show("TCP retransmissions", 'sum(nettrace_tcp_retransmits_total)', "", lambda v: f"{v:10.0f}")
+show("network stack CPU seconds by category (all CPUs)",
+     'sum by (category) (nettrace_network_cpu_seconds_total)', "category", lambda v: f"{v:10.3f} s")
+show("clock state", 'nettrace_clock_state == 1', "state", lambda v: "")
+PY
+}
+
 mkdir -p "$OUT" "$OUT/unsynchronised"
 rm -f "$OUT"/trace-*.pcapng* "$OUT"/report.html "$OUT"/unsynchronised/trace-*.pcapng*
 echo "== tracer-sink on $NS_S, writing $OUT/; tracer-agent on $NS_C and on $NS_S (--probes $PROBES)"
 echo "   clocks: client $OSC_C, server $OSC_S (offset ns, drift ppm); both agents --clock sink"
+echo "   the server's agent also serves --metrics $METRICS_ADDR, scraped by Prometheus every second"
+METRICS_ARGS=(--metrics "$METRICS_ADDR")
 start_tracing "$OUT" sink "$PROBES"
+METRICS_ARGS=()
+start_prometheus
 for h in client:agent server:agent-server; do
     grep -o -E "clock (locked|state changed) .*" "$OUT/${h#*:}.log" \
         | sed -E "s/\x1b\[[0-9;]*m//g; s/^/   ${h%%:*}: /"
@@ -147,6 +200,10 @@ if ((LOSS_ONE_IN > 0)); then
     for ns in "$NS_S" "$NS_C"; do in_ns "$ns" nft delete table inet ntrdemo; done
 fi
 sleep 0.5
+# Two more scrapes after the traffic, then what Prometheus holds.
+sleep 2.5
+query_prometheus "$OUT/metrics.txt"
+kill -TERM "$PROM"; wait "$PROM" || true; PROM=
 
 stop_tracing
 for log in agent agent-server; do
@@ -254,4 +311,6 @@ echo "   the client's, so everything the client sends seems to arrive before it 
     | grep -E "^[^ ]+ → |^  (one-way |causality)|^clock offset|^  data prove|^ +(INCONSISTENT|EXCLUDES|contains 0|one direction)"
 echo "   (both bounds lie near the -5 ms the oscillators started with; they cross because the offset"
 echo "   moved by 80 µs per second of the run, more than the two one-way latencies that bound it)"
+echo "== what Prometheus scraped from the server's agent during the first run (--metrics, no trace needed)"
+cat "$OUT/metrics.txt"
 echo "== done: open $FILE in Wireshark with $LUA installed (see wireshark/README.md); $OUT/report.html in a browser"
