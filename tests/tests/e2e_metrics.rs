@@ -92,14 +92,31 @@ fn one(ns: &str, query: &str) -> f64 {
     r[0].1
 }
 
+/// The recording and alerting rules docs/metrics.md documents.
+fn rules_file() -> std::path::PathBuf {
+    tracer_e2e::bins::repo_root().join("prometheus/nettrace-rules.yml")
+}
+
+/// Every `expr:` of the rules file.
+fn rule_exprs() -> Vec<String> {
+    std::fs::read_to_string(rules_file())
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr: "))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Prometheus, in namespace `ns`, scraping the agent every second.
 fn start_prometheus(ns: &str, dir: &Path) -> Proc {
     let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n\
-             scrape_configs:\n  - job_name: nettrace\n    static_configs:\n      - targets: ['{METRICS}']\n"
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n\
+             rule_files: ['{}']\n\
+             scrape_configs:\n  - job_name: nettrace\n    static_configs:\n      - targets: ['{METRICS}']\n",
+            rules_file().display()
         ),
     )
     .unwrap();
@@ -206,6 +223,33 @@ fn prometheus_sees_the_latencies_and_drops_of_the_trace() {
         prom.push((count, p99));
     }
     let prom_drops = one(&pair.b, "nettrace_drops_total{reason=\"NO_SOCKET\"}");
+    // The documented rules load and every expression runs on these series.
+    let exprs = rule_exprs();
+    assert!(exprs.len() >= 9, "{exprs:?}");
+    for e in &exprs {
+        promql(&pair.b, e);
+    }
+    let (status, body) = http_get(&pair.b, PROMETHEUS, "/api/v1/rules".into());
+    assert!(status.contains("200"), "{status}");
+    let rules: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let loaded: usize = rules["data"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["rules"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(loaded, exprs.len(), "rules Prometheus loaded: {body}");
+    // Evaluated every second (evaluation_interval): none failed.
+    assert_eq!(
+        body.matches("\"health\":\"ok\"").count(),
+        loaded,
+        "a rule is not healthy: {body}"
+    );
+    let p99 = promql(
+        &pair.b,
+        "histogram_quantile(0.99, sum by (hook, le) (nettrace_rx_latency_seconds_bucket))",
+    );
+    assert_eq!(p99.len(), HOOKS.len(), "{p99:?}");
 
     let fin = stop_json(&mut agent, libc::SIGINT);
     assert_eq!(fin["stats"]["ring_overruns"], 0, "{fin}");
