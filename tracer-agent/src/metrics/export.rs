@@ -14,7 +14,7 @@ use prometheus_client::registry::Unit;
 use tracer_codec::{ClockEvent, ClockSource, ClockState};
 
 use super::kernel::{KernelReading, MetricMaps, Series};
-use super::{HookName, COUNT_KINDS, ERRORS};
+use super::names::{HookName, COUNT_KINDS, ERRORS, HOOKS};
 use crate::probes::drops::names::DropReasons;
 use crate::stats::AgentStats;
 
@@ -138,7 +138,7 @@ impl Exporter {
             let mine: Vec<(&Series, &'static str)> = r
                 .series
                 .iter()
-                .filter_map(|s| match super::HOOKS.get(s.hook as usize)? {
+                .filter_map(|s| match HOOKS.get(s.hook as usize)? {
                     HookName::Rx(n) if rx => Some((s, *n)),
                     HookName::Tx(n) if !rx => Some((s, *n)),
                     _ => None,

@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 
+use super::error::MetricsError;
 use super::hist::{Hist, BUCKETS};
-use super::{MetricParts, MetricsError};
+use super::parts::MetricParts;
 use crate::filter::FlowFilter;
 use crate::self_traffic::SelfTraffic;
 
@@ -22,12 +23,13 @@ use skel::types::{nt_count_key, nt_hist, nt_hist_key, nt_metric_error, nt_metric
 
 // The Rust reader's sizes are the C side's.
 const _: () = assert!(std::mem::size_of::<nt_hist>() == (BUCKETS + 1) * 8);
-const _: () = assert!(nt_metric_hook::NT_HOOK_MAX.0 as usize == super::HOOKS.len());
-const _: () = assert!(nt_metric_error::NT_MERR_MAX.0 as usize == super::ERRORS.len());
+const _: () = assert!(nt_metric_hook::NT_HOOK_MAX.0 as usize == super::names::HOOKS.len());
+const _: () = assert!(nt_metric_error::NT_MERR_MAX.0 as usize == super::names::ERRORS.len());
 const _: () = assert!(std::mem::size_of::<nt_hist_key>() == 16);
 const _: () = assert!(std::mem::size_of::<nt_count_key>() == 16);
-const _: () =
-    assert!(skel::types::nt_count_kind::NT_COUNT_KIND_MAX.0 as usize == super::COUNT_KINDS.len());
+const _: () = assert!(
+    skel::types::nt_count_kind::NT_COUNT_KIND_MAX.0 as usize == super::names::COUNT_KINDS.len()
+);
 
 /// What the program is set up with.
 #[derive(Debug, Clone)]
@@ -130,7 +132,7 @@ impl MetricMaps {
     /// Read every map once (a few syscalls per series).
     pub fn read(&self) -> Result<KernelReading, MetricsError> {
         let mut out = KernelReading::default();
-        for hook in 0..super::HOOKS.len() as u32 {
+        for hook in 0..super::names::HOOKS.len() as u32 {
             let per_cpu = self
                 .hists
                 .lookup_percpu(&hook.to_ne_bytes(), MapFlags::ANY)
@@ -179,7 +181,7 @@ impl MetricMaps {
                 value: sum_words(&per_cpu),
             });
         }
-        for idx in 0..super::ERRORS.len() as u32 {
+        for idx in 0..super::names::ERRORS.len() as u32 {
             let per_cpu = self
                 .errors
                 .lookup_percpu(&idx.to_ne_bytes(), MapFlags::ANY)

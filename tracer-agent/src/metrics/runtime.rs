@@ -12,9 +12,10 @@ use prometheus_client::registry::Registry;
 use tracer_codec::ClockEvent;
 use tracer_prom::MetricsServer;
 
+use super::error::MetricsError;
 use super::export::{AgentView, CpuReader, Exporter, Identity};
 use super::kernel::{KernelConfig, KernelMetrics};
-use super::{MetricParts, MetricsError};
+use super::parts::MetricParts;
 use crate::probes::drops::names::DropReasons;
 use crate::stats::AgentStats;
 

@@ -21,6 +21,18 @@ pub enum NetnsFilter {
     All,
 }
 
+impl NetnsFilter {
+    /// The inode of the namespace to trace; 0 for every namespace.
+    pub fn inode(&self) -> Result<u32, crate::preflight::NetnsFileError> {
+        let path = match self {
+            NetnsFilter::All => return Ok(0),
+            NetnsFilter::Own => PathBuf::from("/proc/self/ns/net"),
+            NetnsFilter::Path(p) => p.clone(),
+        };
+        crate::preflight::netns_inode(&path)
+    }
+}
+
 /// Everything `run` needs.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {

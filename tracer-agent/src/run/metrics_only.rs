@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use libbpf_rs::OpenObject;
 
-use super::{target_netns, AgentError, NetnsFilter};
+use super::config::NetnsFilter;
+use super::error::AgentError;
 use crate::clock::{AgentClock, ClockConfig};
 use crate::filter::FlowFilter;
 use crate::metrics::{Identity, KernelConfig, MetricsConfig, MetricsRuntime};
@@ -83,7 +84,7 @@ pub(super) fn start_metrics<'o>(
 /// Serve metrics until `stop` is set; detaches everything before returning.
 pub fn run_metrics(cfg: &MetricsOnlyConfig, stop: &AtomicBool) -> Result<(), AgentError> {
     preflight::check_privileges()?;
-    let target = target_netns(&cfg.netns)?;
+    let target = cfg.netns.inode()?;
     let (mut clock, _local) =
         AgentClock::start(&cfg.clock).map_err(|source| AgentError::Clock {
             spec: Box::new(cfg.clock.choice.clone()),
