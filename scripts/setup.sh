@@ -10,7 +10,10 @@ PACKAGES=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config bpftool tshark
           # outside cargo (bpf/bpf_helpers.h; libbpf-sys vendors its own
           # copy off the include path), python3 and procps (sysctl, pkill)
           # for the scripts themselves.
-          libbpf-dev python3 procps)
+          libbpf-dev python3 procps
+          # tracer-sink/tests/metrics.rs: promtool, which Debian ships only
+          # in the prometheus package, checks the sink's /metrics text.
+          prometheus)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
