@@ -11,8 +11,9 @@ PACKAGES=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config bpftool tshark
           # copy off the include path), python3 and procps (sysctl, pkill)
           # for the scripts themselves.
           libbpf-dev python3 procps
-          # --metrics: the tests and the demo scrape it with a real Prometheus
-          # (promtool checks the exposition and the documented rules).
+          # --metrics: the tests and the demo scrape the agent and the sink
+          # with a real Prometheus; promtool (Debian ships it only in this
+          # package) checks the sink's /metrics text and the rules file.
           prometheus)
 
 missing=()

@@ -150,6 +150,7 @@ const SINK: Binary = Binary {
         ),
         ("live-iface", "interface_names_are_checked"),
         ("live-listen", "sink_listens_on_unicast_addresses_only"),
+        ("metrics", "sink_listens_on_unicast_addresses_only"),
     ],
 };
 
@@ -891,7 +892,7 @@ fn agent_netns_must_be_a_network_namespace() {
 #[test]
 fn sink_listens_on_unicast_addresses_only() {
     let mut failures = Vec::new();
-    for opt in ["listen", "clock-listen", "live-listen"] {
+    for opt in ["listen", "clock-listen", "live-listen", "metrics"] {
         for (addr, needle) in [
             ("224.0.0.1:9000", "multicast"),
             ("255.255.255.255:9000", "broadcast"),

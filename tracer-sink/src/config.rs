@@ -17,6 +17,7 @@ pub const MAX_ROTATE_SIZE: u64 = 1 << 40;
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 pub use crate::compression::Compression;
 use crate::live::LiveStreamConfig;
+use crate::metrics::SinkMetrics;
 use crate::peers::SinkKeys;
 
 /// Everything [`crate::run`] needs to know besides the socket.
@@ -77,6 +78,9 @@ pub struct SinkConfig {
     /// `--live-iface` without `--write`): the live outputs only; events
     /// they took are neither written nor lost, and nothing is acknowledged.
     pub files: bool,
+    /// `--metrics`: the Prometheus metrics that read this run's counters
+    /// at each scrape (the caller serves them). `None`: no metrics.
+    pub metrics: Option<SinkMetrics>,
 }
 
 impl SinkConfig {
@@ -163,6 +167,7 @@ impl SinkConfig {
             live_iface: None,
             live_stream: None,
             files: true,
+            metrics: None,
             compression: Compression::Zstd {
                 level: Compression::DEFAULT_LEVEL,
             },

@@ -37,7 +37,9 @@
 //! - the live stream (`live_stream`): at most `max_clients` clients, each
 //!   with at most `client_queue_chunks` hand-overs of 256 KiB (8 MiB by
 //!   default) queued; the stream's header (SHB and IDBs) at most 4096
-//!   interfaces before a new section starts ([`live`]).
+//!   interfaces before a new section starts ([`live`]);
+//! - the metrics (`metrics`): one series per live agent and metric,
+//!   encoded at each scrape, none kept in between ([`metrics`]).
 //!
 //! Loss is never silent: rejected datagrams are counted by reason and by
 //! source; sequence gaps and agent-side losses per agent (and in each
@@ -56,6 +58,7 @@ mod fasthash;
 pub mod freshness;
 pub mod limits;
 pub mod live;
+pub mod metrics;
 mod pcapng;
 pub mod peers;
 mod receiver;
@@ -76,6 +79,7 @@ pub use crate::config::{
 pub use crate::embedded::EmbeddedSink;
 pub use crate::error::SinkError;
 pub use crate::live::LiveStreamConfig;
+pub use crate::metrics::SinkMetrics;
 pub use crate::pcapng::{interface_description, is_zstd, EPB_PACKETID, PAD_BLOCK};
 pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};

@@ -12,7 +12,7 @@ use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
 use tracer_sink::{
     bind_udp, parse_rcvbuf, prepare_output_dir, LiveStreamConfig, SinkClock, SinkConfig, SinkError,
-    SinkKeys, SinkStats, WriterArgs,
+    SinkKeys, SinkMetrics, SinkStats, WriterArgs,
 };
 
 const AFTER_HELP: &str = "\
@@ -21,6 +21,7 @@ Examples:
   tracer-sink --output /var/lib/traces --rotate-size 512M --rotate-interval 3600 --json
   tracer-sink --output traces/ --live-iface nettrace0     # then: wireshark -k -i nettrace0
   tracer-sink --output traces/ --live-listen 0.0.0.0:7431 --key-file nettrace.key
+  tracer-sink --output traces/ --metrics 0.0.0.0:7432   # then: curl http://localhost:7432/metrics
 
 New agents are admitted at a limited rate per source address (a sender
 that invents agent ids cannot fill the agent table), and a datagram whose
@@ -150,6 +151,20 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = tracer_sink::live::DEFAULT_MAX_CLIENTS,
         value_parser = tracer_cli::int(1usize, 64), requires = "live_listen")]
     live_max_clients: usize,
+
+    /// Serve the sink's counters to Prometheus at http://ADDR/metrics
+    /// (TCP IP:PORT; port 0 picks one, the log names it): datagrams,
+    /// events and bytes received and written, rejects by reason, events
+    /// accepted, delivered and lost per agent, the reorder buffer,
+    /// live-interface drops, the sink's CPU time; OpenMetrics text with
+    /// HELP and TYPE lines, read at each scrape (docs/metrics.md). In
+    /// prometheus.yml: `scrape_configs: [{job_name: nettrace-sink,
+    /// static_configs: [{targets: ['sinkhost:7432']}]}]`. Anyone who
+    /// reaches the address reads the counters (agent ids, host names):
+    /// bind a private address. Off unless given; an address that cannot
+    /// be bound stops the sink at start.
+    #[arg(long, value_name = "ADDR", value_parser = tracer_cli::listen_addr)]
+    metrics: Option<SocketAddr>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -228,6 +243,17 @@ async fn serve(cli: Cli) -> Result<()> {
         }
         None => None,
     };
+    // Bound before "started" is logged: a taken port is a startup error.
+    // The server lives until the sink has stopped (its final counters can
+    // be scraped until the process exits).
+    let (metrics, _metrics_server) = match cli.metrics {
+        Some(addr) => {
+            let m = SinkMetrics::new();
+            let server = tracer_prom::MetricsServer::start(addr, m.registry())?;
+            (Some(m), Some(server))
+        }
+        None => (None, None),
+    };
     let mut config = cli.writer.apply(SinkConfig {
         keys: keys.clone(),
         stats_interval: nonzero(cli.stats_interval),
@@ -235,6 +261,7 @@ async fn serve(cli: Cli) -> Result<()> {
         stats_max_agents: cli.stats_max_agents,
         live_iface: cli.live_iface.clone(),
         live_stream,
+        metrics,
         ..SinkConfig::new(&cli.output)
     });
     prepare_output_dir(&cli.output).context("pass a writable --output directory")?;

@@ -51,6 +51,9 @@ pub async fn run_with_reporter(
         config.keys.clone(),
         config.stats_max_agents,
     ));
+    if let Some(m) = &config.metrics {
+        m.attach(&shared, config.reorder_max_events);
+    }
     let live = live::start(config.live_iface.as_deref(), config.live_stream.as_ref())?;
     let live_counters = live.counters.clone();
     if let Some(c) = &live_counters {

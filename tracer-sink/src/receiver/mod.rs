@@ -114,6 +114,7 @@ impl Receiver {
                     batch.reserve(bytes, 0);
                     let arrived = Instant::now();
                     let mut st = shared.lock();
+                    st.rx.bytes_received += bytes as u64;
                     for i in 0..n {
                         let (bytes, src, segment) = mm.get(i);
                         for datagram in mmsg::segments(bytes, segment) {

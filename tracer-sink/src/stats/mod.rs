@@ -33,6 +33,8 @@ pub(crate) struct ReceiveCounters {
     pub tags_unchecked: u64,
     pub acks_sent: u64,
     pub datagrams_received: u64,
+    /// UDP payload bytes read from the socket (added once per burst).
+    pub bytes_received: u64,
     pub datagrams_accepted: u64,
     pub events_accepted: u64,
     pub rejects: BTreeMap<&'static str, u64>,
@@ -75,6 +77,8 @@ pub(crate) struct WriterCounters {
     pub sink_write_lost: u64,
     pub events_out_of_order: u64,
     pub reorder_overflow: u64,
+    /// Events in the reorder buffer when the writer last published.
+    pub reorder_held: u64,
     pub bytes_written: u64,
     pub bytes_uncompressed: u64,
     pub compression: &'static str,
@@ -139,6 +143,12 @@ impl Shared {
         let _ = self.live.set(c);
     }
 
+    /// The live outputs' counts now, when one is configured (atomics,
+    /// read without the lock).
+    pub fn live_stats(&self) -> Option<LiveStats> {
+        self.live.get().map(|c| c.snapshot())
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, SharedState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -159,6 +169,7 @@ impl Shared {
         SinkStats {
             uptime_s: self.started.elapsed().as_secs_f64(),
             datagrams_received: rx.datagrams_received,
+            bytes_received: rx.bytes_received,
             datagrams_accepted: rx.datagrams_accepted,
             datagrams_rejected: rx.rejects.values().sum(),
             events_accepted: rx.events_accepted,
@@ -166,6 +177,7 @@ impl Shared {
             sink_write_lost: wr.sink_write_lost,
             events_out_of_order: wr.events_out_of_order,
             reorder_overflow: wr.reorder_overflow,
+            reorder_held: wr.reorder_held,
             bytes_written: wr.bytes_written,
             bytes_uncompressed: wr.bytes_uncompressed,
             compression: wr.compression.to_owned(),
@@ -186,7 +198,7 @@ impl Shared {
             agents_seen: s.agents.admitted(),
             agents_not_listed: not_listed,
             agents_expired: s.agents.expired.clone(),
-            live: self.live.get().map(|c| c.snapshot()),
+            live: self.live_stats(),
         }
     }
 }

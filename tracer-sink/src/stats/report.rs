@@ -104,6 +104,10 @@ pub struct SinkStats {
     pub uptime_s: f64,
     /// Datagrams read from the socket.
     pub datagrams_received: u64,
+    /// UDP payload bytes read from the socket (every datagram, accepted
+    /// or rejected).
+    #[serde(default)]
+    pub bytes_received: u64,
     /// Datagrams accepted (their events go to the file).
     pub datagrams_accepted: u64,
     /// Datagrams rejected, all reasons.
@@ -120,6 +124,11 @@ pub struct SinkStats {
     pub events_out_of_order: u64,
     /// Events released early because the reorder buffer was full.
     pub reorder_overflow: u64,
+    /// Events waiting in the reorder buffer (bounded by
+    /// `SinkConfig::reorder_max_events`) when the writer last published
+    /// its counters (after every batch and tick).
+    #[serde(default)]
+    pub reorder_held: u64,
     /// Bytes committed to trace files (compressed bytes on disk when
     /// `compression` is `zstd`).
     pub bytes_written: u64,

@@ -42,6 +42,11 @@ impl Held {
         }
     }
 
+    /// Events held.
+    pub fn len(&self) -> usize {
+        self.reorder.len()
+    }
+
     /// Hold every event of `b`, calling `each` on each; an empty batch
     /// goes straight back to `pool`.
     pub fn add(&mut self, b: Batch, pool: &BatchPool, mut each: impl FnMut(&EventMeta)) {

@@ -122,9 +122,11 @@ pub(crate) fn run_writer(
             l.flush();
         }
         w.out.maybe_rotate();
+        w.out.counters.reorder_held = w.held.len() as u64;
         w.out.publish();
     }
     w.finish();
+    w.out.counters.reorder_held = w.held.len() as u64;
     w.out.publish();
 }
 
