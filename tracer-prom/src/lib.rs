@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::registry::Registry;
 
 /// The content type of the OpenMetrics text prometheus-client writes.
@@ -26,6 +27,30 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 const MAX_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request or read the answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A label value written with the escapes the exposition formats need
+/// (`\\`, `\"`, `\n`): prometheus-client 0.24 writes label values as
+/// they are, and a host or interface name may hold a quote or a backslash,
+/// which would break the whole scrape.
+#[derive(Debug, Clone, Copy)]
+pub struct Escaped<S>(pub S);
+
+impl<S: AsRef<str>> EncodeLabelValue for Escaped<S> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        use std::fmt::Write;
+        let mut rest = self.0.as_ref();
+        while let Some(i) = rest.find(['\\', '"', '\n']) {
+            encoder.write_str(&rest[..i])?;
+            encoder.write_str(match rest.as_bytes()[i] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[i + 1..];
+        }
+        encoder.write_str(rest)
+    }
+}
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -282,6 +307,35 @@ mod tests {
         let _ = st.read_to_string(&mut out);
         assert!(out.starts_with("HTTP/1.1 400"), "{out}");
         assert!(get(a, "GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        use prometheus_client::collector::Collector;
+        use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+        use prometheus_client::metrics::counter::ConstCounter;
+        #[derive(Debug)]
+        struct One;
+        impl Collector for One {
+            fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+                let mut m = e.encode_descriptor(
+                    "x",
+                    "X.",
+                    None,
+                    prometheus_client::metrics::MetricType::Counter,
+                )?;
+                let labels = [("host", Escaped("a\"b\\c\nd")), ("plain", Escaped("e"))];
+                ConstCounter::new(1u64).encode(m.encode_family(&labels)?)
+            }
+        }
+        let mut r = Registry::default();
+        r.register_collector(Box::new(One));
+        let mut s = String::new();
+        encode(&mut s, &r).unwrap();
+        assert!(
+            s.contains("x_total{host=\"a\\\"b\\\\c\\nd\",plain=\"e\"} 1\n"),
+            "{s}"
+        );
     }
 
     #[test]

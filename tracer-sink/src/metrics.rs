@@ -26,16 +26,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
-    MetricEncoder,
-};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::stats::{LiveStats, Shared};
+use tracer_prom::Escaped;
 
 /// Where the collector reads: the sink run it was attached to.
 #[derive(Debug)]
@@ -228,29 +226,7 @@ impl Figures {
     }
 }
 
-/// A label value written with the escapes the exposition formats need
-/// (`\\`, `\"`, `\n`): prometheus-client writes label values as they
-/// are, and a host name may hold a quote or a backslash.
-#[derive(Debug, Clone, Copy)]
-struct Escaped<'a>(&'a str);
-
-impl EncodeLabelValue for Escaped<'_> {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
-        let mut rest = self.0;
-        while let Some(i) = rest.find(['\\', '"', '\n']) {
-            encoder.write_str(&rest[..i])?;
-            encoder.write_str(match rest.as_bytes()[i] {
-                b'\\' => "\\\\",
-                b'"' => "\\\"",
-                _ => "\\n",
-            })?;
-            rest = &rest[i + 1..];
-        }
-        encoder.write_str(rest)
-    }
-}
-
-type Labels<'a> = [(&'static str, Escaped<'a>); 4];
+type Labels<'a> = [(&'static str, Escaped<&'a str>); 4];
 
 impl AgentFigures {
     fn labels(&self) -> Labels<'_> {

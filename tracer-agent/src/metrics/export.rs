@@ -12,6 +12,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 use tracer_codec::{ClockEvent, ClockSource, ClockState};
+use tracer_prom::Escaped;
 
 use super::kernel::{KernelReading, MetricMaps, Series};
 use super::names::{HookName, COUNT_KINDS, ERRORS, HOOKS};
@@ -88,6 +89,11 @@ impl Exporter {
 
 type Labels = Vec<(&'static str, String)>;
 
+/// `labels` with their values escaped for the exposition.
+fn escaped(labels: Labels) -> Vec<(&'static str, Escaped<String>)> {
+    labels.into_iter().map(|(k, v)| (k, Escaped(v))).collect()
+}
+
 /// An interface's label: its name when it is in the agent's namespace,
 /// else its index.
 fn iface_label(netns: u32, ifindex: u32, own_netns: u32) -> String {
@@ -150,7 +156,7 @@ impl Exporter {
             let mut m =
                 enc.encode_descriptor(metric, help, Some(&Unit::Seconds), MetricType::Histogram)?;
             for (s, name) in mine {
-                let labels = self.series_labels(s, key, name);
+                let labels = escaped(self.series_labels(s, key, name));
                 m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
                     s.hist.sum_ns as f64 * 1e-9,
                     s.hist.count(),
@@ -213,7 +219,7 @@ impl Exporter {
                 }
             }
             for (labels, v) in rows {
-                ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
+                ConstCounter::new(v).encode(m.encode_family(&escaped(labels))?)?;
             }
         }
 
@@ -320,9 +326,9 @@ impl Exporter {
             MetricType::Info,
         )?;
         m.encode_info(&[
-            ("host", self.identity.host.as_str()),
-            ("agent_id", self.identity.agent_id.as_str()),
-            ("version", env!("CARGO_PKG_VERSION")),
+            ("host", Escaped(self.identity.host.as_str())),
+            ("agent_id", Escaped(self.identity.agent_id.as_str())),
+            ("version", Escaped(env!("CARGO_PKG_VERSION"))),
         ])?;
         let m = enc.encode_descriptor(
             "nettrace_agent_cpu",
@@ -421,5 +427,142 @@ impl Collector for Exporter {
             .unwrap_or_else(|p| p.into_inner().clone());
         self.encode_clock(&view, &mut enc)?;
         self.encode_agent(&view, &mut enc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::hist::Hist;
+    use crate::metrics::kernel::{Count, Series};
+    use prometheus_client::registry::Registry;
+
+    /// Every family the agent can serve, with one value each.
+    #[derive(Debug)]
+    struct Everything(Exporter);
+
+    impl Collector for Everything {
+        fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+            let mut hist = Hist::default();
+            hist.counts[3] = 2;
+            hist.sum_ns = 9;
+            let r = KernelReading {
+                series: (0..HOOKS.len() as u32)
+                    .map(|hook| Series {
+                        hook,
+                        netns: 7,
+                        ifindex: 0,
+                        hist: hist.clone(),
+                    })
+                    .collect(),
+                counts: (0..COUNT_KINDS.len() as u32)
+                    .map(|kind| Count {
+                        kind,
+                        detail: 1,
+                        netns: 0,
+                        value: 3,
+                    })
+                    .collect(),
+                errors: vec![0; ERRORS.len()],
+            };
+            self.0.encode_kernel(&r, &mut enc)?;
+            self.0.encode_cpu(&[[1, 2, 3, 4]], &mut enc)?;
+            let view = AgentView {
+                stats: Some(AgentStats::default()),
+                clock: Some(ClockEvent {
+                    mono_ns: 1,
+                    global_ns: 2,
+                    ref_ns: 2,
+                    offset_ns: -3,
+                    freq_ppb: 4.0,
+                    delay_ns: 5,
+                    uncertainty_ns: 6,
+                    error_estimate_ns: 7,
+                    source: 0,
+                    state: 3,
+                }),
+                clock_updates: 1,
+            };
+            self.0.encode_clock(&view, &mut enc)?;
+            self.0.encode_agent(&view, &mut enc)
+        }
+    }
+
+    fn exporter(host: &str) -> Exporter {
+        Exporter::new(
+            None,
+            DropReasons::default(),
+            0,
+            Identity {
+                host: host.into(),
+                agent_id: "00000000000000ff".into(),
+            },
+            Arc::new(Mutex::new(AgentView::default())),
+            None,
+        )
+    }
+
+    fn text(c: impl Collector) -> String {
+        let mut r = Registry::default();
+        r.register_collector(Box::new(c));
+        let mut s = String::new();
+        prometheus_client::encoding::text::encode(&mut s, &r).unwrap();
+        s
+    }
+
+    /// docs/metrics.md's agent table lists exactly the families the agent
+    /// serves (the sink's `nettrace_sink_` rows are the sink's test).
+    #[test]
+    fn the_docs_table_lists_every_agent_metric() {
+        let t = text(Everything(exporter("h")));
+        let served: std::collections::BTreeSet<String> = t
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| match l.split_once(' ') {
+                Some((name, "counter")) => format!("{name}_total"),
+                Some((name, "info")) => format!("{name}_info"),
+                Some((name, _)) => name.to_owned(),
+                None => panic!("{l}"),
+            })
+            .collect();
+        let doc = include_str!("../../../docs/metrics.md");
+        let documented: std::collections::BTreeSet<String> = doc
+            .lines()
+            .filter(|l| l.starts_with("| `nettrace_") && !l.starts_with("| `nettrace_sink_"))
+            .flat_map(|l| {
+                let cell = l.split('|').nth(1).unwrap_or("");
+                cell.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(|n| n.split('{').next().unwrap_or(n).to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(served, documented, "docs/metrics.md is stale");
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_help_and_units_present() {
+        let t = text(Everything(exporter("we\"ird\\host")));
+        assert!(
+            t.contains("nettrace_agent_info{host=\"we\\\"ird\\\\host\""),
+            "{t}"
+        );
+        assert!(
+            t.contains("# UNIT nettrace_rx_latency_seconds seconds"),
+            "{t}"
+        );
+        assert!(t.contains("nettrace_rx_latency_seconds_bucket{le=\"+Inf\",hook=\"netif_receive_skb\",netns=\"7\"} 2"), "{t}");
+        assert!(t.contains("nettrace_rx_latency_seconds_bucket{le=\"8e-9\",hook=\"netif_receive_skb\",netns=\"7\"} 2"), "{t}");
+        assert!(t.contains("nettrace_rx_latency_seconds_bucket{le=\"4e-9\",hook=\"netif_receive_skb\",netns=\"7\"} 0"), "{t}");
+        assert!(
+            t.contains("nettrace_network_cpu_seconds_total{cpu=\"0\",category=\"sock_recv\"} 4e-9"),
+            "{t}"
+        );
+        for l in t.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = l.split(' ').nth(2).unwrap();
+            assert!(t.contains(&format!("# HELP {name} ")), "{name} has no HELP");
+        }
+        assert!(t.ends_with("# EOF\n"));
     }
 }
