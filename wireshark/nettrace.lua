@@ -138,7 +138,7 @@ local LAYOUT = {
         },
         order = { "kind", "len" },
     },
-    kind = { TX = 1, CLOCK = 2, RX = 3, DROP = 4, TCP = 5 },
+    kind = { TX = 1, CLOCK = 2, RX = 3, DROP = 4, TCP = 5, CPU = 6 },
     kinds = {
         [1] = {
             name = "TX",
@@ -263,6 +263,22 @@ local LAYOUT = {
                 daddr = { offset = 67, size = 16, type = "addr" },
             },
             order = { "mono_ns", "global_ns", "cookie", "seq", "end_seq", "netns", "cpu", "detail", "anomaly", "family", "state", "sport", "dport", "saddr", "daddr" },
+        },
+        [6] = {
+            name = "CPU",
+            body_len = 60,
+            v1_body_len = 60,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                interval_ns = { offset = 16, size = 8, type = "u64" },
+                net_rx_ns = { offset = 24, size = 8, type = "u64" },
+                net_tx_ns = { offset = 32, size = 8, type = "u64" },
+                sock_send_ns = { offset = 40, size = 8, type = "u64" },
+                sock_recv_ns = { offset = 48, size = 8, type = "u64" },
+                cpu = { offset = 56, size = 4, type = "u32" },
+            },
+            order = { "mono_ns", "global_ns", "interval_ns", "net_rx_ns", "net_tx_ns", "sock_send_ns", "sock_recv_ns", "cpu" },
         },
     },
     names = {
