@@ -28,6 +28,9 @@ Event kinds:
      frames of one received TCP skb are linked, with stage latencies.
   4  skb drop, with its reason (nettrace.drop.*).
   5  TCP anomaly: retransmission, reset, receive limits (nettrace.tcp.*).
+  6  CPU cost of the network stack: one CPU's NET_RX/NET_TX softirq and
+     socket send/receive time over one sampling interval, with each as a
+     share of the interval (nettrace.cpu.*).
   Other kinds are shown as undecoded bodies and skipped by their length;
   bytes past a known layout are shown as fields of a newer version.
 
@@ -138,7 +141,7 @@ local LAYOUT = {
         },
         order = { "kind", "len" },
     },
-    kind = { TX = 1, CLOCK = 2, RX = 3, DROP = 4, TCP = 5 },
+    kind = { TX = 1, CLOCK = 2, RX = 3, DROP = 4, TCP = 5, CPU = 6 },
     kinds = {
         [1] = {
             name = "TX",
@@ -264,6 +267,22 @@ local LAYOUT = {
             },
             order = { "mono_ns", "global_ns", "cookie", "seq", "end_seq", "netns", "cpu", "detail", "anomaly", "family", "state", "sport", "dport", "saddr", "daddr" },
         },
+        [6] = {
+            name = "CPU",
+            body_len = 60,
+            v1_body_len = 60,
+            fields = {
+                mono_ns = { offset = 0, size = 8, type = "u64" },
+                global_ns = { offset = 8, size = 8, type = "u64" },
+                interval_ns = { offset = 16, size = 8, type = "u64" },
+                net_rx_ns = { offset = 24, size = 8, type = "u64" },
+                net_tx_ns = { offset = 32, size = 8, type = "u64" },
+                sock_send_ns = { offset = 40, size = 8, type = "u64" },
+                sock_recv_ns = { offset = 48, size = 8, type = "u64" },
+                cpu = { offset = 56, size = 4, type = "u32" },
+            },
+            order = { "mono_ns", "global_ns", "interval_ns", "net_rx_ns", "net_tx_ns", "sock_send_ns", "sock_recv_ns", "cpu" },
+        },
     },
     names = {
         TxStage = { [0] = "SENDMSG", [1] = "SCHED", [2] = "SND_SW", [3] = "SND_HW", [4] = "ACK" },
@@ -294,6 +313,7 @@ local CLOCK = LAYOUT.kinds[KIND.CLOCK]
 local DROP = LAYOUT.kinds[KIND.DROP]
 local TCP = LAYOUT.kinds[KIND.TCP]
 local RX = LAYOUT.kinds[KIND.RX]
+local CPU = LAYOUT.kinds[KIND.CPU]
 local DEFAULT_UDP_PORT = 7420
 
 local STAGE_NAMES = LAYOUT.names.TxStage
@@ -480,6 +500,24 @@ local F = {
     tcp_daddr = ProtoField.ipv4("nettrace.tcp.daddr", "Remote address"),
     tcp_saddr6 = ProtoField.ipv6("nettrace.tcp.saddr6", "Local address"),
     tcp_daddr6 = ProtoField.ipv6("nettrace.tcp.daddr6", "Remote address"),
+
+    -- CPU cost of the network stack (kind CPU, CpuEvent): under nettrace.cpu.
+    -- (nettrace.cpu alone is the CPU field of TX events.)
+    cpu_cpu = ProtoField.uint32("nettrace.cpu.cpu", "CPU"),
+    cpu_mono_ns = ProtoField.uint64("nettrace.cpu.mono_ns", "Monotonic ns (when the agent read the counters)"),
+    cpu_global_ns = ProtoField.uint64("nettrace.cpu.global_ns", "Global ns"),
+    cpu_global_time = ProtoField.absolute_time("nettrace.cpu.global_time", "Global time", base.UTC),
+    cpu_interval_ns = ProtoField.uint64("nettrace.cpu.interval_ns", "Interval ns (since this CPU's previous read)"),
+    cpu_net_rx_ns = ProtoField.uint64("nettrace.cpu.net_rx_ns", "NET_RX softirq ns"),
+    cpu_net_tx_ns = ProtoField.uint64("nettrace.cpu.net_tx_ns", "NET_TX softirq ns"),
+    cpu_sock_send_ns = ProtoField.uint64("nettrace.cpu.sock_send_ns", "Socket send ns"),
+    cpu_sock_recv_ns = ProtoField.uint64("nettrace.cpu.sock_recv_ns", "Socket receive ns"),
+    -- generated: each category as a percentage of the interval (absent
+    -- for an empty interval)
+    cpu_net_rx_pct = ProtoField.double("nettrace.cpu.net_rx_pct", "NET_RX softirq, % of the interval"),
+    cpu_net_tx_pct = ProtoField.double("nettrace.cpu.net_tx_pct", "NET_TX softirq, % of the interval"),
+    cpu_sock_send_pct = ProtoField.double("nettrace.cpu.sock_send_pct", "Socket send, % of the interval"),
+    cpu_sock_recv_pct = ProtoField.double("nettrace.cpu.sock_recv_pct", "Socket receive, % of the interval"),
 
     -- RX stage events (kind RX): every field under nettrace.rx.
     rx_mono_ns = ProtoField.uint64("nettrace.rx.mono_ns", "Monotonic ns (raw kernel stamp)"),
@@ -1720,7 +1758,7 @@ end
 -- Statistics > Conversations / Endpoints count. No TCP header is
 -- synthesized: TCP's sequence analysis would flag every repeated stage of
 -- one skb as a duplicate, so tcp.* filters and the TCP tabs stay empty.
--- Events without a flow (clock updates) show their host as Source.
+-- Events without a flow (clock updates, CPU costs) show their host as Source.
 --
 -- Only for capture records: a live UDP datagram is a real packet whose
 -- addresses are the agent's and the sink's, and it holds many events.
@@ -2237,6 +2275,42 @@ local function dissect_rx(body, pinfo, tree, ctx)
     return summary
 end
 
+-- The categories of a CPU event, in the order of its summary: body field,
+-- name in the summary, its field and its share's field.
+local CPU_CATEGORIES = {
+    { field = "net_rx_ns", name = "NET_RX", ns = F.cpu_net_rx_ns, pct = F.cpu_net_rx_pct },
+    { field = "net_tx_ns", name = "NET_TX", ns = F.cpu_net_tx_ns, pct = F.cpu_net_tx_pct },
+    { field = "sock_send_ns", name = "send", ns = F.cpu_sock_send_ns, pct = F.cpu_sock_send_pct },
+    { field = "sock_recv_ns", name = "recv", ns = F.cpu_sock_recv_ns, pct = F.cpu_sock_recv_pct },
+}
+
+-- Decode a CPU cost body (at least CPU.body_len bytes). Returns the
+-- one-line summary, the same text as CpuEvent::summary: each share is
+-- ns * 100 / interval in doubles, as there, so both print the same digits.
+local function dissect_cpu(body, tree)
+    local b = field_reader(body, CPU.fields)
+    local cpu = b("cpu"):le_uint()
+    tree:add_le(F.cpu_cpu, b("cpu"))
+    tree:add_le(F.cpu_mono_ns, b("mono_ns"))
+    tree:add_le(F.cpu_global_ns, b("global_ns"))
+    tree:add_packet_field(F.cpu_global_time, b("global_ns"), ENC_TIME_NSECS + ENC_LITTLE_ENDIAN)
+    tree:add_le(F.cpu_interval_ns, b("interval_ns"))
+    local interval = b("interval_ns"):le_uint64():tonumber()
+    local summary = string.format("CPU %d:", cpu)
+    for _, c in ipairs(CPU_CATEGORIES) do
+        local r = b(c.field)
+        tree:add_le(c.ns, r)
+        if interval ~= 0 then
+            local pct = r:le_uint64():tonumber() * 100 / interval
+            tree:add(c.pct, r, pct):set_generated()
+            summary = summary .. string.format(" %s %.1f%%", c.name, pct)
+        else
+            summary = summary .. " " .. c.name .. " -"
+        end
+    end
+    return summary .. string.format(" of %.3f s", interval / 1e9)
+end
+
 -- Known kinds: name, body length this version writes, version-1 body
 -- length (the shortest taken), decoder (body tvb, pinfo, tree, ctx) ->
 -- summary. A decoder gets a version-1 body or a whole one.
@@ -2265,6 +2339,12 @@ local KINDS = {
         body_len = TCP.body_len,
         v1_body_len = TCP.v1_body_len,
         dissect = dissect_tcp,
+    },
+    [KIND.CPU] = {
+        name = CPU.name,
+        body_len = CPU.body_len,
+        v1_body_len = CPU.v1_body_len,
+        dissect = function(body, _, tree, _) return dissect_cpu(body, tree) end,
     },
 }
 

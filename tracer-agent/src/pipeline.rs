@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use tracer_auth::MacKey;
 use tracer_codec::{
-    ClockEvent, ClockSource, ClockState, DatagramBuilder, DatagramHeader, TxEvent, WireEvent,
-    ACK_LEN, MAC_LEN, WIRE_VERSION,
+    ClockEvent, ClockSource, ClockState, CpuEvent, DatagramBuilder, DatagramHeader, TxEvent,
+    WireEvent, ACK_LEN, MAC_LEN, WIRE_VERSION,
 };
 
 use crate::acks::{AckReject, AckTracker};
@@ -159,6 +159,13 @@ impl<T: Transport> Pipeline<T> {
     /// Queue one clock update.
     pub fn push_clock(&mut self, ev: &ClockEvent) {
         self.stats.clock_events += 1;
+        self.push_event(ev);
+    }
+
+    /// Queue one CPU cost sample (its `global_ns` already converted by the
+    /// caller, as for every other kind), sending a datagram when full.
+    pub fn push_cpu(&mut self, ev: &CpuEvent) {
+        self.stats.cpu_events += 1;
         self.push_event(ev);
     }
 
@@ -660,6 +667,54 @@ mod tests {
         assert_eq!((d.header.lost_events, d.header.event_count), (7, 0));
         p.tick(Instant::now());
         assert_eq!(p.transport().sent.len(), 1, "reported once");
+    }
+
+    #[test]
+    fn cpu_events_reach_a_datagram_that_decodes_back() {
+        let mut p = Pipeline::new(&id(), Capture::default(), 1472, Duration::from_secs(60));
+        let evs: Vec<CpuEvent> = (0..30u32)
+            .map(|cpu| CpuEvent {
+                mono_ns: 5_000_000_000 + u64::from(cpu),
+                global_ns: 1_763_000_000_000_000_000 + u64::from(cpu),
+                interval_ns: 1_000_000_000,
+                net_rx_ns: 234_000_000 + u64::from(cpu),
+                net_tx_ns: 1_000_000,
+                sock_send_ns: 50_000_000,
+                sock_recv_ns: 22_000_000,
+                cpu,
+            })
+            .collect();
+        p.push(&TxEvent::default());
+        for e in &evs {
+            p.push_cpu(e);
+        }
+        p.flush();
+        assert_eq!(p.stats.cpu_events, 30);
+        let mut got = Vec::new();
+        let mut next_event = 0;
+        for d in &p.transport().sent {
+            assert!(d.len() <= 1472);
+            let d = Datagram::decode(d).unwrap();
+            assert_eq!(d.header.first_event_seq, next_event);
+            next_event += d.records.len() as u64;
+            for (raw, e) in d.records {
+                if let tracer_codec::Event::Cpu(c) = e {
+                    assert_eq!(raw.kind, tracer_codec::EventKind::CPU);
+                    assert_eq!(raw.global_ns(), Some(c.global_ns));
+                    got.push(c);
+                }
+            }
+        }
+        assert_eq!(got, evs, "every CPU event, in order, as pushed");
+        assert_eq!(next_event, 31);
+        assert!(
+            p.transport().sent.len() > 1,
+            "30 of them fill more than one"
+        );
+        assert!(p
+            .stats
+            .table()
+            .contains(&format!("  cpu         {:>12}", 30)));
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub struct AgentStats {
     pub rx_events_by_stage: [u64; RxStage::ALL.len()],
     /// Clock updates sent.
     pub clock_events: u64,
+    /// CPU cost samples sent (one per CPU per read of the counters).
+    pub cpu_events: u64,
     /// skb drop events read from the drops probe.
     pub drop_events: u64,
     /// TCP anomaly events read from the tcp probe.
@@ -138,6 +140,7 @@ impl AgentStats {
             }
         }
         s.push_str(&format!("  clock       {:>12}\n", self.clock_events));
+        s.push_str(&format!("  cpu         {:>12}\n", self.cpu_events));
         s.push_str(&format!("  drop        {:>12}\n", self.drop_events));
         s.push_str(&format!("  tcp anomaly {:>12}\n", self.tcp_events));
         s.push_str(&format!(

@@ -2,6 +2,7 @@
 //! all (each kind lives in its own module and names none of the others).
 
 use crate::clock::ClockEvent;
+use crate::cpu::CpuEvent;
 use crate::drop::DropEvent;
 use crate::kind::EventKind;
 use crate::rx::RxEvent;
@@ -21,6 +22,8 @@ pub enum Event {
     Drop(DropEvent),
     /// A TCP anomaly.
     Tcp(TcpEvent),
+    /// The network stack's CPU time on one CPU over one interval.
+    Cpu(CpuEvent),
     /// A kind this build does not know; kept as its raw body length.
     Unknown {
         /// Wire kind number.
@@ -39,6 +42,7 @@ impl Event {
             Event::Rx(_) => EventKind::Rx,
             Event::Drop(_) => EventKind::Drop,
             Event::Tcp(_) => EventKind::Tcp,
+            Event::Cpu(_) => EventKind::Cpu,
             Event::Unknown { kind, .. } => EventKind::Unknown(*kind),
         }
     }
@@ -51,6 +55,7 @@ impl Event {
             Event::Rx(e) => Some(e.global_ns),
             Event::Drop(e) => Some(e.global_ns),
             Event::Tcp(e) => Some(e.global_ns),
+            Event::Cpu(e) => Some(e.global_ns),
             Event::Unknown { .. } => None,
         }
     }
@@ -63,6 +68,7 @@ impl Event {
             Event::Rx(e) => e.summary(),
             Event::Drop(e) => e.summary(),
             Event::Tcp(e) => e.summary(),
+            Event::Cpu(e) => e.summary(),
             Event::Unknown { kind, len } => format!("unknown event kind {kind} ({len} bytes)"),
         }
     }

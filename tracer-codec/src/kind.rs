@@ -15,6 +15,8 @@ pub enum EventKind {
     Drop,
     /// A TCP anomaly ([`TcpEvent`](crate::TcpEvent)).
     Tcp,
+    /// The network stack's CPU time on one CPU ([`CpuEvent`](crate::CpuEvent)).
+    Cpu,
     /// Any kind this build does not know.
     Unknown(u16),
 }
@@ -30,6 +32,8 @@ impl EventKind {
     pub const DROP: u16 = 4;
     /// Kind number of [`TcpEvent`](crate::TcpEvent) records.
     pub const TCP: u16 = 5;
+    /// Kind number of [`CpuEvent`](crate::CpuEvent) records.
+    pub const CPU: u16 = 6;
 
     /// Kind from its wire number.
     pub fn from_u16(v: u16) -> Self {
@@ -39,6 +43,7 @@ impl EventKind {
             Self::RX => EventKind::Rx,
             Self::DROP => EventKind::Drop,
             Self::TCP => EventKind::Tcp,
+            Self::CPU => EventKind::Cpu,
             other => EventKind::Unknown(other),
         }
     }
@@ -51,6 +56,7 @@ impl EventKind {
             EventKind::Rx => Self::RX,
             EventKind::Drop => Self::DROP,
             EventKind::Tcp => Self::TCP,
+            EventKind::Cpu => Self::CPU,
             EventKind::Unknown(v) => v,
         }
     }

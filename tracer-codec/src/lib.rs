@@ -9,7 +9,7 @@
 //! Layers, bottom up (a module names only modules below it; the workspace's
 //! `tests/tests/module_graph.rs` fails on a cycle): [`error`], [`body`],
 //! [`kind`], [`flow`] and [`layout::field`]; one module per event kind
-//! ([`tx`], [`clock`], [`rx`], [`drop`](mod@drop), [`tcp`]); [`event`],
+//! ([`tx`], [`clock`], [`rx`], [`drop`](mod@drop), [`tcp`], [`cpu`]); [`event`],
 //! their union; [`wire`], then [`ack`] and [`capture`]; on top
 //! [`layout::registry`] and the renderers ([`layout::lua`],
 //! [`layout::markdown`]).
@@ -21,6 +21,7 @@ pub mod ack;
 pub mod body;
 pub mod capture;
 pub mod clock;
+pub mod cpu;
 pub mod drop;
 pub mod error;
 pub mod event;
@@ -37,6 +38,7 @@ pub use ack::{Ack, ACK_LEN, ACK_MAGIC, ACK_VERSION};
 pub use body::WireEvent;
 pub use capture::{CaptureHeader, CaptureRecord, CAPTURE_VERSION, LIVE_ETHERTYPE};
 pub use clock::{ClockEvent, ClockSource, ClockState};
+pub use cpu::CpuEvent;
 pub use drop::{DropEvent, FLOW_FAMILY};
 pub use error::{DecodeError, HostnameError};
 pub use event::Event;

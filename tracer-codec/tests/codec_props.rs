@@ -80,9 +80,37 @@ fn arb_rx() -> impl Strategy<Value = RxEvent> {
         )
 }
 
-/// A TX or an RX event.
+fn arb_cpu() -> impl Strategy<Value = CpuEvent> {
+    (any::<[u64; 7]>(), any::<u32>()).prop_map(|(w, cpu)| CpuEvent {
+        mono_ns: w[0],
+        global_ns: w[1],
+        interval_ns: w[2],
+        net_rx_ns: w[3],
+        net_tx_ns: w[4],
+        sock_send_ns: w[5],
+        sock_recv_ns: w[6],
+        cpu,
+    })
+}
+
+/// A TX, an RX or a CPU event.
 fn arb_event() -> impl Strategy<Value = Event> {
-    prop_oneof![arb_tx().prop_map(Event::Tx), arb_rx().prop_map(Event::Rx)]
+    prop_oneof![
+        arb_tx().prop_map(Event::Tx),
+        arb_rx().prop_map(Event::Rx),
+        arb_cpu().prop_map(Event::Cpu),
+    ]
+}
+
+/// Push `e` (one of [`arb_event`]'s kinds) into `b`; false when it does
+/// not fit.
+fn push_event(b: &mut DatagramBuilder, e: &Event) -> bool {
+    match e {
+        Event::Tx(t) => b.push(t),
+        Event::Rx(r) => b.push(r),
+        Event::Cpu(c) => b.push(c),
+        other => unreachable!("not generated: {other:?}"),
+    }
 }
 
 fn header(host: &str, seq: u64) -> DatagramHeader {
@@ -189,17 +217,12 @@ proptest! {
     }
 
     #[test]
-    fn mixed_tx_rx_datagrams_round_trip(events in prop::collection::vec(arb_event(), 0..30),
+    fn mixed_tx_rx_cpu_datagrams_round_trip(events in prop::collection::vec(arb_event(), 0..30),
                                         flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4)) {
         let mut b = DatagramBuilder::new("rx", 9000);
         let mut pushed = Vec::new();
         for e in &events {
-            let ok = match e {
-                Event::Tx(t) => b.push(t),
-                Event::Rx(r) => b.push(r),
-                _ => unreachable!(),
-            };
-            if !ok { break; }
+            if !push_event(&mut b, e) { break; }
             pushed.push(e.clone());
         }
         let mut bytes = b.finish(&header("rx", 5));
@@ -274,6 +297,57 @@ fn unknown_kinds_are_skipped_by_length() {
     assert_eq!(d.records.len(), 2);
     assert_eq!(d.records[0].1, Event::Unknown { kind: 999, len: 5 });
     assert!(matches!(d.records[1].1, Event::Tx(_)));
+}
+
+#[test]
+fn cpu_records_carry_their_global_time_and_a_short_one_rejects_the_datagram() {
+    let ev = CpuEvent {
+        mono_ns: 11,
+        global_ns: 1_763_000_000_000_000_007,
+        interval_ns: 1_000_000_000,
+        net_rx_ns: 3,
+        net_tx_ns: 4,
+        sock_send_ns: 5,
+        sock_recv_ns: 6,
+        cpu: 1,
+    };
+    let mut b = DatagramBuilder::new("h", 9000);
+    assert!(b.push(&ev));
+    let good = b.finish(&header("h", 0));
+    let v = DatagramView::parse(&good).unwrap();
+    let recs: Vec<RecordView> = v.records().collect();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].raw.kind, EventKind::CPU);
+    assert_eq!(recs[0].global_ns, Some(ev.global_ns));
+    assert_eq!(
+        Datagram::decode(&good).unwrap().records[0].1,
+        Event::Cpu(ev)
+    );
+    assert_eq!(EventKind::from_u16(6), EventKind::Cpu);
+    assert_eq!(EventKind::Cpu.as_u16(), EventKind::CPU);
+
+    // One byte short of the layout: malformed, the whole datagram refused.
+    let mut body = Vec::new();
+    ev.encode_body(&mut body);
+    body.pop();
+    let mut b = DatagramBuilder::new("h", 9000);
+    assert!(b.push(&TxEvent::default()));
+    assert!(b.push_raw(EventKind::CPU, &body));
+    let bad = b.finish(&header("h", 1));
+    for e in [
+        Datagram::decode(&bad).unwrap_err(),
+        DatagramView::parse(&bad).unwrap_err(),
+    ] {
+        assert_eq!(
+            e,
+            DecodeError::BodyTooShort {
+                kind: EventKind::CPU,
+                len: CpuEvent::BODY_LEN - 1,
+                need: CpuEvent::BODY_LEN
+            }
+        );
+        assert_eq!(e.reason(), "body_too_short");
+    }
 }
 
 #[test]
@@ -396,12 +470,7 @@ proptest! {
         let mut b = DatagramBuilder::new(&host, max_len).with_mac_room();
         let mut pushed = Vec::new();
         for e in &events {
-            let ok = match e {
-                Event::Tx(t) => b.push(t),
-                Event::Rx(r) => b.push(r),
-                _ => unreachable!(),
-            };
-            if !ok { break; }
+            if !push_event(&mut b, e) { break; }
             pushed.push(e.clone());
         }
         let mut h = header(&host, seq);
@@ -420,7 +489,7 @@ proptest! {
         // The same records untagged are not authentic to a keyed reader.
         let mut b = DatagramBuilder::new(&host, max_len);
         for e in &pushed {
-            match e { Event::Tx(t) => b.push(t), Event::Rx(r) => b.push(r), _ => unreachable!() };
+            push_event(&mut b, e);
         }
         prop_assert!(!authentic(&b.finish(&h), &key));
     }
@@ -541,12 +610,7 @@ proptest! {
         };
         let (mut plain, mut padded) = (build(), build());
         for e in &events {
-            let ok = match e {
-                Event::Tx(t) => plain.push(t) && padded.push(t),
-                Event::Rx(r) => plain.push(r) && padded.push(r),
-                _ => unreachable!(),
-            };
-            if !ok { break; }
+            if !(push_event(&mut plain, e) && push_event(&mut padded, e)) { break; }
         }
         let tag = |d: &[u8]| key.tag(d);
         let h = header(&host, seq);

@@ -294,6 +294,10 @@ fn stamp(ev: Ev, ns: u64) -> Ev {
             (e.mono_ns, e.global_ns, e.ref_ns) = (ns, ns, ns);
             Ev::Clock(e)
         }
+        Ev::Cpu(mut e) => {
+            (e.mono_ns, e.global_ns) = (ns, ns);
+            Ev::Cpu(e)
+        }
         Ev::Other => Ev::Other,
     }
 }

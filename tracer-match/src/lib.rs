@@ -4,13 +4,15 @@
 //! across the two hosts, the one-way latency per stage, unmatched skbs by
 //! reason, causality violations (a receive before its send means the
 //! clocks disagree) and the interval each host pair's clock offset must
-//! lie in, as the data prove it. See docs/matching.md.
+//! lie in, as the data prove it; and what the network stack cost each
+//! host's CPUs, from the agents' CPU events. See docs/matching.md.
 //!
 //! Streaming: files are merged in global-time order through a bounded
 //! reorder window ([`input::merge`]), and the matcher holds only the
 //! events of about three matching windows ([`matcher`]), so memory does
 //! not grow with the trace.
 
+pub mod cpu;
 pub mod crafted;
 pub mod error;
 pub mod fasthash;

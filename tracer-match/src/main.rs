@@ -21,7 +21,9 @@ What it does:
   the two clocks disagree by more than the packet took. From the smallest
   one-way latency each way the offset θ = clock(b) − clock(a) of each host
   pair is bounded: θ ∈ [−min d(b→a), +min d(a→b)], shown beside what the
-  agents' clock events claim. Unmatched skbs are counted by reason.
+  agents' clock events claim. Unmatched skbs are counted by reason. When
+  the agents sent CPU events, a table says what the network stack cost
+  each host's CPUs (softirq and socket-call time, and its share).
 
 Inputs: any number of .pcapng or .pcapng.zst files written by tracer-sink
 (rotated files, files of several sinks; zstd is told by its magic bytes) or

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use tracer_codec::{ClockSource, ClockState};
 
+use crate::cpu::HostCpuCost;
 use crate::hist::{Dist, Hist};
 use crate::input::merge::{AgentTotals, InputStats};
 use crate::input::{HostId, HostTable};
@@ -209,6 +210,9 @@ pub struct Report {
     pub pairs: Vec<PairReport>,
     /// The slowest packets, first to last stage.
     pub slowest: Vec<LifeReport>,
+    /// What the network stack cost each host's CPUs (the hosts whose
+    /// agents sent CPU events, by name).
+    pub cpu_cost: Vec<HostCpuCost>,
     /// Most transmissions and RX skbs the matcher held at once.
     pub peak_held_by_matcher: usize,
 }
@@ -303,7 +307,7 @@ pub fn build(
                     .iter()
                     .map(|a| format!("{a:016x}"))
                     .collect(),
-                events: ["tx", "rx", "tcp", "clock", "other"]
+                events: ["tx", "rx", "tcp", "clock", "cpu", "other"]
                     .into_iter()
                     .zip(s.events)
                     .collect(),
@@ -327,6 +331,14 @@ pub fn build(
         .collect::<Vec<_>>();
     let mut host_reports = host_reports;
     host_reports.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut cpu_cost: Vec<HostCpuCost> = m
+        .hosts
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.cpu.is_empty())
+        .map(|(h, s)| HostCpuCost::new(name(h as HostId), &s.cpu))
+        .collect();
+    cpu_cost.sort_by(|a, b| a.host.cmp(&b.host));
 
     let mut dirs: Vec<&Direction> = m.dirs.values().collect();
     dirs.sort_by_key(|d| (name(d.sender), d.receiver.map(name)));
@@ -470,6 +482,7 @@ pub fn build(
         directions,
         pairs,
         slowest: m.slowest.sorted().iter().map(|l| l.report(name)).collect(),
+        cpu_cost,
         peak_held_by_matcher: m.peak_held,
     };
     (report, charts)

@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use crate::cpu::CpuCosts;
 use crate::fasthash::FastSet;
 use crate::flow::FlowKey;
 use crate::hist::Hist;
@@ -334,14 +335,16 @@ pub struct ClockClaims {
 /// Per host.
 #[derive(Debug, Clone, Default)]
 pub struct HostStats {
-    /// Events of the kinds used: TX, RX, TCP, CLOCK, other.
-    pub events: [u64; 5],
+    /// Events of the kinds used: TX, RX, TCP, CLOCK, CPU, other.
+    pub events: [u64; 6],
     /// First and last event time.
     pub span: Option<(u64, u64)>,
     /// First and last RX event time (the window it could receive in).
     pub rx_span: Option<(u64, u64)>,
     /// Its clock claims.
     pub clock: ClockClaims,
+    /// Its CPU events, summed per CPU.
+    pub cpu: CpuCosts,
     /// Event-number trackers per agent id.
     pub seq: Vec<(u64, SeqTracker)>,
     /// Lost events placed in time: (when, how many), recent only.

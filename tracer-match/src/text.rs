@@ -1,9 +1,11 @@
 //! The terminal summary: per host, per direction (matched, unmatched by
-//! reason, one-way and per-stage latencies, violations) and per host pair
-//! (the offset interval beside the agents' claims).
+//! reason, one-way and per-stage latencies, violations), per host pair
+//! (the offset interval beside the agents' claims) and, when the agents
+//! sent CPU events, what the network stack cost each host's CPUs.
 
 use std::fmt::Write;
 
+use crate::cpu::{CpuCostReport, HostCpuCost};
 use crate::report::{DirectionReport, PairReport, Report};
 
 /// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`.
@@ -166,6 +168,52 @@ fn direction(out: &mut String, d: &DirectionReport) {
     }
 }
 
+/// A share as a percentage, `-` without one.
+fn share(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".into(), |s| format!("{:.1} %", s * 100.0))
+}
+
+/// One row of the CPU cost table.
+fn cpu_row(out: &mut String, host: &str, r: &CpuCostReport) {
+    let cpu = r.cpu.map_or_else(|| "all".to_owned(), |c| c.to_string());
+    let _ = write!(out, "{host:<16} {cpu:>5} {:>10}", dur(r.covered_ns as i64));
+    for (_, c) in r.categories() {
+        let _ = write!(out, "  {:>9} {:>7}", dur(c.ns as i64), share(c.share));
+    }
+    let _ = writeln!(out, "  {:>7}", r.samples);
+}
+
+/// The section "CPU cost of the network stack": per host and CPU, the
+/// time the CPU events cover and each category's time and share of it.
+fn cpu_cost(out: &mut String, hosts: &[HostCpuCost]) {
+    let _ = writeln!(
+        out,
+        "\nCPU cost of the network stack (the agents' CPU events: time covered, then each category's time and share of it; categories may overlap)"
+    );
+    let _ = write!(out, "{:<16} {:>5} {:>10}", "host", "cpu", "covered");
+    for name in ["NET_RX", "NET_TX", "send", "recv"] {
+        let _ = write!(out, "  {name:>17}");
+    }
+    let _ = writeln!(out, "  {:>7}", "samples");
+    for h in hosts {
+        for c in &h.cpus {
+            cpu_row(out, &h.host, c);
+        }
+        if h.cpus.len() > 1 {
+            cpu_row(out, &h.host, &h.all);
+        }
+        if h.ignored_samples > 0 {
+            let _ = writeln!(
+                out,
+                "  warning: {}: {} CPU events of CPUs past the first {} not counted",
+                h.host,
+                h.ignored_samples,
+                crate::cpu::MAX_CPUS
+            );
+        }
+    }
+}
+
 fn pair(out: &mut String, p: &PairReport) {
     let _ = writeln!(out, "\nclock offset θ = clock({}) − clock({})", p.b, p.a);
     let bound = |v: Option<i64>, inf: &str| v.map_or_else(|| inf.to_owned(), sdur);
@@ -312,6 +360,9 @@ pub fn render(r: &Report) -> String {
     }
     for p in &r.pairs {
         pair(&mut out, p);
+    }
+    if !r.cpu_cost.is_empty() {
+        cpu_cost(&mut out, &r.cpu_cost);
     }
     if r.directions.is_empty() {
         let _ = writeln!(

@@ -753,3 +753,146 @@ fn a_zstd_compressed_trace_matches_as_its_plain_copy_and_a_cut_one_up_to_the_cut
     );
     assert!(r.input.events > 0 && r.input.events < want.input.events);
 }
+
+/// A CPU event of `cpu`: `interval_ns` and the four categories, ns.
+fn cpu(cpu: u32, interval_ns: u64, [rx, tx, send, recv]: [u64; 4]) -> Ev {
+    Ev::Cpu(tracer_codec::CpuEvent {
+        interval_ns,
+        net_rx_ns: rx,
+        net_tx_ns: tx,
+        sock_send_ns: send,
+        sock_recv_ns: recv,
+        cpu,
+        ..Default::default()
+    })
+}
+
+/// The tokens of the text summary's CPU cost row of `host` and `cpu`.
+fn cpu_row<'a>(text: &'a str, host: &str, cpu: &str) -> Vec<&'a str> {
+    let section = text
+        .split("CPU cost of the network stack")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no CPU cost section in:\n{text}"));
+    section
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|t| t.len() > 2 && t[0] == host && t[1] == cpu)
+        .unwrap_or_else(|| panic!("no row {host} {cpu} in:\n{section}"))
+}
+
+#[test]
+fn cpu_cost_is_summed_per_host_and_cpu() {
+    let ms = 1_000_000u64;
+    let s = 1_000 * ms;
+    let t = 1_000_000_000_000;
+    let r = run_events(vec![
+        ("a", t, cpu(0, s, [100 * ms, 10 * ms, 50 * ms, 0])),
+        ("a", t + 1, cpu(1, 2 * s, [500 * ms, 0, 0, s])),
+        ("b", t + 2, cpu(3, 0, [5, 0, 0, 0])),
+        ("a", t + s, cpu(0, s, [300 * ms, 0, 150 * ms, 20 * ms])),
+        ("b", t + s, cpu(3, 500 * ms, [600 * ms, 0, 0, 0])),
+        // A host without CPU events has no row.
+        ("c", t + s, snd(4, v4([10, 1, 0, 3]), v4([10, 1, 0, 4]), 1)),
+    ]);
+    assert_eq!(r.hosts[0].events["cpu"], 3);
+    assert_eq!(r.input.events, 0, "(run_events reads no file)");
+
+    let v = serde_json::to_value(&r).unwrap();
+    let cost = v["cpu_cost"].as_array().unwrap();
+    assert_eq!(cost.len(), 2, "{cost:#?}");
+    let (a, b) = (&cost[0], &cost[1]);
+    assert_eq!(
+        (a["host"].as_str(), b["host"].as_str()),
+        (Some("a"), Some("b"))
+    );
+    let cpus = a["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 2);
+    // CPU 0: two one-second reads.
+    let c0 = &cpus[0];
+    assert_eq!(c0["cpu"], 0);
+    assert_eq!(c0["samples"], 2);
+    assert_eq!(c0["covered_ns"], 2 * s);
+    assert_eq!(c0["covered_s"], 2.0);
+    assert_eq!(c0["net_rx"]["ns"], 400 * ms);
+    assert_eq!(c0["net_rx"]["seconds"], 0.4);
+    assert_eq!(c0["net_rx"]["share"], 0.2);
+    assert_eq!(c0["net_tx"]["share"], 0.005);
+    assert_eq!(c0["sock_send"]["seconds"], 0.2);
+    assert_eq!(c0["sock_send"]["share"], 0.1);
+    assert_eq!(c0["sock_recv"]["share"], 0.01);
+    // CPU 1: one two-second read.
+    assert_eq!(cpus[1]["cpu"], 1);
+    assert_eq!(cpus[1]["net_rx"]["share"], 0.25);
+    assert_eq!(cpus[1]["sock_recv"]["share"], 0.5);
+    // The host: CPU time over both.
+    let all = &a["all"];
+    assert_eq!(all["cpu"], serde_json::Value::Null);
+    assert_eq!(
+        (all["samples"].as_u64(), all["covered_s"].as_f64()),
+        (Some(3), Some(4.0))
+    );
+    assert_eq!(all["net_rx"]["ns"], 900 * ms);
+    assert_eq!(all["net_rx"]["share"], 0.225);
+    assert_eq!(all["net_tx"]["share"], 0.0025);
+    assert_eq!(all["sock_send"]["share"], 0.05);
+    assert_eq!(all["sock_recv"]["ns"], 1_020 * ms);
+    assert_eq!(all["sock_recv"]["share"], 0.255);
+    // b: an empty interval adds its time but covers none; 120 % is kept.
+    let b3 = &b["cpus"][0];
+    assert_eq!(
+        (b3["samples"].as_u64(), b3["covered_ns"].as_u64()),
+        (Some(2), Some(500 * ms))
+    );
+    assert_eq!(b3["net_rx"]["ns"], 600 * ms + 5);
+    assert_eq!(b3["net_rx"]["share"], 1.20000001);
+    assert_eq!(b["ignored_samples"], 0);
+
+    let text = tracer_match::text::render(&r);
+    assert_eq!(
+        cpu_row(&text, "a", "0"),
+        [
+            "a", "0", "2.00", "s", "400", "ms", "20.0", "%", "10.0", "ms", "0.5", "%", "200", "ms",
+            "10.0", "%", "20.0", "ms", "1.0", "%", "2"
+        ]
+    );
+    assert_eq!(
+        cpu_row(&text, "a", "all"),
+        [
+            "a", "all", "4.00", "s", "900", "ms", "22.5", "%", "10.0", "ms", "0.2", "%", "200",
+            "ms", "5.0", "%", "1.02", "s", "25.5", "%", "3"
+        ]
+    );
+    assert_eq!(cpu_row(&text, "b", "3")[4..8], ["600", "ms", "120.0", "%"]);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("b ") && l.contains(" all ")),
+        "one CPU: no total row\n{text}"
+    );
+
+    let html = tracer_match::html::render(&r, &tracer_match::Charts { directions: vec![] });
+    let table = html
+        .split("<h2>CPU cost of the network stack</h2>")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("the CPU cost table");
+    assert!(
+        table.contains("<tr><td>a</td><td>all</td><td>4.00 s</td><td>900 ms</td><td>22.5 %</td><td>10.0 ms</td><td>0.2 %</td><td>200 ms</td><td>5.0 %</td><td>1.02 s</td><td>25.5 %</td><td>3</td></tr>"),
+        "{table}"
+    );
+    assert!(table.contains("<td>b</td><td>3</td><td>500 ms</td><td>600 ms</td><td>120.0 %</td>"));
+}
+
+#[test]
+fn without_cpu_events_there_is_no_cpu_section() {
+    let t = 1_000_000_000_000;
+    let r = run_events(vec![(
+        "a",
+        t,
+        snd(4, v4([10, 1, 0, 1]), v4([10, 1, 0, 2]), 1),
+    )]);
+    assert!(r.cpu_cost.is_empty());
+    assert!(!tracer_match::text::render(&r).contains("CPU cost"));
+    let html = tracer_match::html::render(&r, &tracer_match::Charts { directions: vec![] });
+    assert!(!html.contains("CPU cost"));
+}

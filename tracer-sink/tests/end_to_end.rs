@@ -149,6 +149,7 @@ async fn three_agents_round_trip() {
             Event::Rx(r) => panic!("no RX event was sent: {r:?}"),
             Event::Drop(d) => panic!("no drop event was sent: {d:?}"),
             Event::Tcp(t) => panic!("no tcp event was sent: {t:?}"),
+            Event::Cpu(c) => panic!("no cpu event was sent: {c:?}"),
             Event::Unknown { kind, len } => {
                 unknown_seen += 1;
                 assert_eq!((kind, len), (99, 33));

@@ -9,6 +9,7 @@ use super::field::{
 use crate::ack::ACK_LEN;
 use crate::capture::CAPTURE_FIXED_LEN;
 use crate::clock::{ClockEvent, ClockSource, ClockState};
+use crate::cpu::CpuEvent;
 use crate::drop::{DropEvent, FLOW_FAMILY};
 use crate::rx::{RxEvent, RxStage};
 use crate::tcp::{TcpAnomaly, TcpEvent};
@@ -263,6 +264,7 @@ pub const EVENTS: &[EventLayout] = &[
     RxEvent::LAYOUT,
     DropEvent::LAYOUT,
     TcpEvent::LAYOUT,
+    CpuEvent::LAYOUT,
 ];
 
 /// Every enum name table the layouts use.
@@ -352,10 +354,11 @@ mod tests {
         check_against_bincode::<RxEvent>(&RxEvent::LAYOUT, RxEvent::field_bytes);
         check_against_bincode::<DropEvent>(&DropEvent::LAYOUT, DropEvent::field_bytes);
         check_against_bincode::<TcpEvent>(&TcpEvent::LAYOUT, TcpEvent::field_bytes);
+        check_against_bincode::<CpuEvent>(&CpuEvent::LAYOUT, CpuEvent::field_bytes);
         let mut b = Vec::new();
         TxEvent::default().encode_body(&mut b);
         assert_eq!(b.len(), TxEvent::BODY_LEN);
-        assert_eq!(EVENTS.len(), 5);
+        assert_eq!(EVENTS.len(), 6);
         for (i, e) in EVENTS.iter().enumerate() {
             assert_eq!(fields_len(e.fields), e.body_len);
             assert!(i == 0 || EVENTS[i - 1].kind < e.kind, "kind order");
@@ -423,6 +426,7 @@ mod tests {
         check_decoder(&ClockEvent::LAYOUT, ClockEvent::decode_body);
         check_decoder(&DropEvent::LAYOUT, DropEvent::decode_body);
         check_decoder(&TcpEvent::LAYOUT, TcpEvent::decode_body);
+        check_decoder(&CpuEvent::LAYOUT, CpuEvent::decode_body);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use super::format::{MAC_LEN, RECORD_HEADER_LEN};
 use super::header::DatagramHeaderRef;
 use crate::clock::ClockEvent;
+use crate::cpu::CpuEvent;
 use crate::drop::DropEvent;
 use crate::error::DecodeError;
 use crate::event::Event;
@@ -73,6 +74,7 @@ impl RawRecord<'_> {
             EventKind::Rx => RxEvent::decode_body(self.body).map(Event::Rx),
             EventKind::Drop => DropEvent::decode_body(self.body).map(Event::Drop),
             EventKind::Tcp => TcpEvent::decode_body(self.body).map(Event::Tcp),
+            EventKind::Cpu => CpuEvent::decode_body(self.body).map(Event::Cpu),
             EventKind::Unknown(kind) => Ok(Event::Unknown {
                 kind,
                 len: self.body.len(),
@@ -90,6 +92,7 @@ impl RawRecord<'_> {
             EventKind::Rx => RxEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Drop => DropEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Tcp => TcpEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
+            EventKind::Cpu => CpuEvent::decode_body(self.body).map(|e| Some(e.global_ns)),
             EventKind::Unknown(_) => Ok(None),
         }
     }
@@ -117,6 +120,7 @@ const CLOCK_GLOBAL_NS: usize = field_offset(ClockEvent::LAYOUT.fields, "global_n
 const RX_GLOBAL_NS: usize = field_offset(RxEvent::LAYOUT.fields, "global_ns");
 const DROP_GLOBAL_NS: usize = field_offset(DropEvent::LAYOUT.fields, "global_ns");
 const TCP_GLOBAL_NS: usize = field_offset(TcpEvent::LAYOUT.fields, "global_ns");
+const CPU_GLOBAL_NS: usize = field_offset(CpuEvent::LAYOUT.fields, "global_ns");
 
 /// `global_ns` of a body already validated for its kind, read in place.
 pub(super) fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
@@ -126,6 +130,7 @@ pub(super) fn validated_global_ns(kind: u16, body: &[u8]) -> Option<u64> {
         EventKind::Rx => RX_GLOBAL_NS,
         EventKind::Drop => DROP_GLOBAL_NS,
         EventKind::Tcp => TCP_GLOBAL_NS,
+        EventKind::Cpu => CPU_GLOBAL_NS,
         EventKind::Unknown(_) => return None,
     };
     body.get(at..at + 8).map(<u64 as WireValue>::read)

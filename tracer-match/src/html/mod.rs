@@ -1,10 +1,12 @@
 //! The HTML report: one self-contained file (inline CSS and SVG, no
 //! scripts, nothing fetched) with the summary tables, the offset interval
 //! of each host pair, CDFs of the one-way latency and of each host's stage
-//! latencies, and a timeline of the slowest packets' lives.
+//! latencies, a timeline of the slowest packets' lives and, when the
+//! agents sent CPU events, the CPU cost of the network stack.
 
 use std::fmt::Write;
 
+use crate::cpu::{CpuCostReport, HostCpuCost};
 use crate::hist::Hist;
 use crate::lifetime::{gap_meaning, gap_name, Stage};
 use crate::report::{Charts, Report};
@@ -16,6 +18,54 @@ use charts::{cdf_chart, esc, offset_line, timeline, GAP_COLOURS, LINE_COLOURS};
 
 fn td(v: impl std::fmt::Display) -> String {
     format!("<td>{}</td>", esc(&v.to_string()))
+}
+
+/// A share as a percentage, `-` without one.
+fn share(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".into(), |s| format!("{:.1} %", s * 100.0))
+}
+
+/// One row of the CPU cost table.
+fn cpu_row(s: &mut String, host: &str, r: &CpuCostReport) {
+    let cpu = r.cpu.map_or_else(|| "all".to_owned(), |c| c.to_string());
+    let _ = write!(
+        s,
+        "<tr>{}{}{}",
+        td(host),
+        td(cpu),
+        td(dur(r.covered_ns as i64))
+    );
+    for (_, c) in r.categories() {
+        let _ = write!(s, "{}{}", td(dur(c.ns as i64)), td(share(c.share)));
+    }
+    let _ = write!(s, "{}</tr>", td(r.samples));
+}
+
+/// The table "CPU cost of the network stack", as the text summary has it.
+fn cpu_cost(s: &mut String, hosts: &[HostCpuCost]) {
+    s.push_str("<h2>CPU cost of the network stack</h2><p class=\"note\">From the agents' CPU events: the time they cover on each CPU, and the time each category took in it (NET_RX and NET_TX softirqs, socket send and receive calls) with its share. Categories may overlap (a softirq run inside a send call counts in both).</p><table><tr><th>host</th><th>CPU</th><th>covered</th>");
+    for name in ["NET_RX", "NET_TX", "send", "recv"] {
+        let _ = write!(s, "<th>{name}</th><th>share</th>");
+    }
+    s.push_str("<th>samples</th></tr>");
+    for h in hosts {
+        for c in &h.cpus {
+            cpu_row(s, &h.host, c);
+        }
+        if h.cpus.len() > 1 {
+            cpu_row(s, &h.host, &h.all);
+        }
+    }
+    s.push_str("</table>");
+    for h in hosts.iter().filter(|h| h.ignored_samples > 0) {
+        let _ = write!(
+            s,
+            "<p class=\"bad\">{}: {} CPU events of CPUs past the first {} not counted.</p>",
+            esc(&h.host),
+            h.ignored_samples,
+            crate::cpu::MAX_CPUS
+        );
+    }
 }
 
 /// The whole HTML document.
@@ -77,6 +127,10 @@ pub fn render(r: &Report, charts: &Charts) -> String {
         );
     }
     s.push_str("</table>");
+
+    if !r.cpu_cost.is_empty() {
+        cpu_cost(&mut s, &r.cpu_cost);
+    }
 
     if !r.pairs.is_empty() {
         s.push_str("<h2>Clock offset: what the trace proves</h2><p class=\"note\">A packet cannot arrive before it was sent, so the smallest one-way latency each way bounds the offset between the two hosts' clocks: θ = clock(b) − clock(a) ∈ [−min d(b→a), +min d(a→b)].</p>");

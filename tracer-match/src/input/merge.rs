@@ -55,7 +55,7 @@ pub struct InputStats {
     pub files: Vec<String>,
     /// Events read (every kind).
     pub events: u64,
-    /// Events of the kinds the matcher uses (TX, RX, TCP, CLOCK).
+    /// Events of the kinds the matcher uses (TX, RX, TCP, CLOCK, CPU).
     pub used: u64,
     /// Events released after a later one (out of order by more than the
     /// window): still matched, but possibly after their partners.
@@ -308,6 +308,7 @@ impl Merge {
                         Ok(Event::Rx(e)) => Ev::Rx(e),
                         Ok(Event::Tcp(e)) => Ev::Tcp(e),
                         Ok(Event::Clock(e)) => Ev::Clock(e),
+                        Ok(Event::Cpu(e)) => Ev::Cpu(e),
                         Ok(_) => Ev::Other,
                         Err(_) => {
                             self.stats.decode_errors += 1;
@@ -319,6 +320,7 @@ impl Merge {
                         Ev::Rx(e) => e.global_ns,
                         Ev::Tcp(e) => e.global_ns,
                         Ev::Clock(e) => e.global_ns,
+                        Ev::Cpu(e) => e.global_ns,
                         Ev::Other => 0,
                     };
                     let ts = if ts == 0 { ts_ns } else { ts };

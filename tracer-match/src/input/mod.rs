@@ -8,7 +8,7 @@ pub mod pcapng;
 
 use std::collections::HashMap;
 
-use tracer_codec::{ClockEvent, RxEvent, TcpEvent, TxEvent};
+use tracer_codec::{ClockEvent, CpuEvent, RxEvent, TcpEvent, TxEvent};
 
 /// Index of a host (an agent's hostname) in [`HostTable`].
 pub type HostId = u16;
@@ -24,6 +24,8 @@ pub enum Ev {
     Tcp(TcpEvent),
     /// A clock update: the agent's own claim about its clock.
     Clock(ClockEvent),
+    /// What the network stack cost one CPU over one interval.
+    Cpu(CpuEvent),
     /// Any other kind (drops, kinds this build does not know): only its
     /// event number and host matter here.
     Other,

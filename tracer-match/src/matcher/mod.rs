@@ -165,7 +165,11 @@ impl Matcher {
                 hs.events[3] += 1;
                 on_clock(hs, e);
             }
-            Ev::Other => hs.events[4] += 1,
+            Ev::Cpu(e) => {
+                hs.events[4] += 1;
+                hs.cpu.add(e);
+            }
+            Ev::Other => hs.events[5] += 1,
         }
         self.decide_due(false);
         self.evict_tx(false);

@@ -179,6 +179,11 @@ impl Synth {
                 e.mono_ns = t;
                 Ev::Clock(e)
             }
+            Ev::Cpu(mut e) => {
+                e.global_ns = ts;
+                e.mono_ns = t;
+                Ev::Cpu(e)
+            }
             Ev::Other => Ev::Other,
         };
         self.order += 1;

@@ -46,6 +46,7 @@ pub fn record_bytes(ev: &Ev, out: &mut Vec<u8>) {
         Ev::Rx(e) => put(e, out),
         Ev::Tcp(e) => put(e, out),
         Ev::Clock(e) => put(e, out),
+        Ev::Cpu(e) => put(e, out),
         Ev::Other => {
             // An unknown kind, skipped by readers by its length.
             out.extend_from_slice(&999u16.to_le_bytes());
