@@ -105,6 +105,12 @@ impl Stamper {
         }
     }
 
+    /// A raw CLOCK_MONOTONIC stamp taken in user space (a CPU event's
+    /// read): (as this host reads it, global).
+    pub fn stamp_mono(&mut self, raw_ns: u64) -> (u64, u64) {
+        self.mono(raw_ns)
+    }
+
     /// A raw CLOCK_MONOTONIC stamp: (as this host reads it, global).
     #[inline]
     fn mono(&mut self, raw_ns: u64) -> (u64, u64) {

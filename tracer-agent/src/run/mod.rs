@@ -20,6 +20,7 @@ use crate::stats::{bpf_prog_info, AgentStats};
 use tracer_codec::ClockState;
 
 mod config;
+mod cpu_sampler;
 mod drain;
 mod error;
 mod host;
