@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeMetric, NoLabelSet,
+};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -223,16 +225,17 @@ impl Exporter {
             }
         }
 
-        let mut m = enc.encode_descriptor(
+        let mut rows = [("", 0u64); ERRORS.len()];
+        for (row, (name, v)) in rows.iter_mut().zip(ERRORS.iter().zip(&r.errors)) {
+            *row = (name, *v);
+        }
+        counters_by(
+            enc,
             "nettrace_metrics_unobserved",
             "What the metrics program could not observe or keep, by reason",
-            None,
-            MetricType::Counter,
-        )?;
-        for (name, v) in ERRORS.iter().zip(&r.errors) {
-            ConstCounter::new(*v).encode(m.encode_family(&[("reason", *name)])?)?;
-        }
-        Ok(())
+            "reason",
+            rows,
+        )
     }
 
     fn encode_cpu(
@@ -304,14 +307,13 @@ impl Exporter {
             let m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
             ConstGauge::new(value).encode(m)?;
         }
-        let m = enc.encode_descriptor(
+        counter(
+            enc,
             "nettrace_clock_updates",
             "Clock updates made by the servo",
             None,
-            MetricType::Counter,
-        )?;
-        ConstCounter::new(v.clock_updates).encode(m)?;
-        Ok(())
+            v.clock_updates,
+        )
     }
 
     fn encode_agent(
@@ -330,69 +332,91 @@ impl Exporter {
             ("agent_id", Escaped(self.identity.agent_id.as_str())),
             ("version", Escaped(env!("CARGO_PKG_VERSION"))),
         ])?;
-        let m = enc.encode_descriptor(
+        counter(
+            enc,
             "nettrace_agent_cpu",
             "CPU time of the agent process, user and system",
-            Some(&Unit::Seconds),
-            MetricType::Counter,
+            Some(Unit::Seconds),
+            process_cpu_seconds(),
         )?;
-        ConstCounter::new(process_cpu_seconds()).encode(m)?;
         let Some(s) = &v.stats else {
             return Ok(());
         };
-        let mut m = enc.encode_descriptor(
+        counters_by(
+            enc,
             "nettrace_agent_events",
             "Trace events read from the probes, by kind",
-            None,
-            MetricType::Counter,
+            "kind",
+            [
+                ("tx", s.tx_events()),
+                ("rx", s.rx_events_by_stage.iter().sum()),
+                ("drop", s.drop_events),
+                ("tcp", s.tcp_events),
+                ("clock", s.clock_events),
+                ("cpu", s.cpu_events),
+            ],
         )?;
-        for (kind, n) in [
-            ("tx", s.tx_events()),
-            ("rx", s.rx_events_by_stage.iter().sum()),
-            ("drop", s.drop_events),
-            ("tcp", s.tcp_events),
-            ("clock", s.clock_events),
-        ] {
-            ConstCounter::new(n).encode(m.encode_family(&[("kind", kind)])?)?;
-        }
-        let mut m = enc.encode_descriptor(
+        counters_by(
+            enc,
             "nettrace_agent_events_lost",
             "Trace events lost, by where: overwritten in the ring, refused records, unsent datagrams, counted lost by the sink",
-            None,
-            MetricType::Counter,
+            "where",
+            [
+                ("ring", s.ring_overruns + s.bpf.ringbuf_lost),
+                ("bad_record", s.bad_records),
+                ("unsent", s.events_unsent),
+                ("sink", s.events_sink_lost),
+            ],
         )?;
-        for (place, n) in [
-            ("ring", s.ring_overruns + s.bpf.ringbuf_lost),
-            ("bad_record", s.bad_records),
-            ("unsent", s.events_unsent),
-            ("sink", s.events_sink_lost),
-        ] {
-            ConstCounter::new(n).encode(m.encode_family(&[("where", place)])?)?;
-        }
-        for (name, help, n) in [
-            (
-                "nettrace_agent_events_delivered",
-                "Trace events a sink confirmed written",
-                s.events_delivered,
-            ),
-            (
-                "nettrace_agent_datagrams",
-                "Datagrams handed to the kernel",
-                s.datagrams,
-            ),
-        ] {
-            let m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-            ConstCounter::new(n).encode(m)?;
-        }
-        let m = enc.encode_descriptor(
+        counter(
+            enc,
+            "nettrace_agent_events_delivered",
+            "Trace events a sink confirmed written",
+            None,
+            s.events_delivered,
+        )?;
+        counter(
+            enc,
+            "nettrace_agent_datagrams",
+            "Datagrams handed to the kernel",
+            None,
+            s.datagrams,
+        )?;
+        counter(
+            enc,
             "nettrace_agent_sent",
             "UDP payload bytes handed to the kernel",
-            Some(&Unit::Bytes),
-            MetricType::Counter,
-        )?;
-        ConstCounter::new(s.bytes).encode(m)?;
-        Ok(())
+            Some(Unit::Bytes),
+            s.bytes,
+        )
     }
+}
+
+/// One unlabelled counter.
+fn counter<N: EncodeCounterValue>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    value: N,
+) -> Result<(), std::fmt::Error> {
+    let m = enc.encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
+    ConstCounter::new(value).encode(m)
+}
+
+/// A counter with one label, one series per `(label value, count)`.
+fn counters_by<const N: usize>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    label: &str,
+    rows: [(&str, u64); N],
+) -> Result<(), std::fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (value, n) in rows {
+        ConstCounter::new(n).encode(m.encode_family(&[(label, value)])?)?;
+    }
+    Ok(())
 }
 
 /// This process's user + system CPU time.

@@ -76,12 +76,20 @@ mod tests {
         assert!(s.due(t0 + Duration::from_secs(1)));
         let e = s.sample(t0, 1_000_001_000, &[[10, 0, 5, 7], [1, 2, 3, 4]]);
         assert_eq!(e.len(), 2);
-        assert_eq!((e[0].interval_ns, e[0].net_rx_ns, e[0].cpu), (1_000_000_000, 10, 0));
+        assert_eq!(
+            (e[0].interval_ns, e[0].net_rx_ns, e[0].cpu),
+            (1_000_000_000, 10, 0)
+        );
         assert_eq!((e[1].sock_recv_ns, e[1].cpu), (4, 1));
         let e = s.sample(t0, 2_000_001_000, &[[15, 1, 5, 9], [0, 2, 3, 4]]);
         assert_eq!(e[0].interval_ns, 1_000_000_000);
         assert_eq!(
-            (e[0].net_rx_ns, e[0].net_tx_ns, e[0].sock_send_ns, e[0].sock_recv_ns),
+            (
+                e[0].net_rx_ns,
+                e[0].net_tx_ns,
+                e[0].sock_send_ns,
+                e[0].sock_recv_ns
+            ),
             (5, 1, 0, 2)
         );
         // A counter that fell reads as nothing, never as a huge value.
