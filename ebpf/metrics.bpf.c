@@ -80,6 +80,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nt_drops);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, NT_MERR_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -296,6 +303,7 @@ SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 {
 	struct sock *sk = skb->sk;
+	bool tcp = false;
 	__u32 netns;
 	__u16 proto;
 	__u64 lat;
@@ -306,6 +314,7 @@ int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 		if (f != AF_INET && f != AF_INET6)
 			return 0;
 		netns = sk_netns(sk);
+		tcp = sk->sk_protocol == IPPROTO_TCP;
 	} else {
 		struct nsproxy *ns = bpf_get_current_task_btf()->nsproxy;
 
@@ -315,14 +324,14 @@ int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 	}
 	if (other_netns(netns))
 		return 0;
-	proto = bpf_ntohs(skb->protocol);
-	if (!is_ip(proto))
-		return 0;
-	if (sk && sk->sk_protocol == IPPROTO_TCP) {
+	/* A TCP socket's skbs are IP: no protocol load for them. */
+	if (tcp) {
 		if (!sk_flow_matches(sk, false))
 			return 0;
-	} else if (!skb_passes(skb, proto, false)) {
-		return 0;
+	} else {
+		proto = bpf_ntohs(skb->protocol);
+		if (!is_ip(proto) || !skb_passes(skb, proto, false))
+			return 0;
 	}
 	if (rx_latency(skb, &lat))
 		observe(NT_HOOK_RX_COPY, netns, skb->skb_iif, lat);
@@ -350,6 +359,14 @@ int BPF_PROG(metrics_kfree_skb, struct sk_buff *skb, void *location,
 		return 0;
 	if (!skb_passes(skb, bpf_ntohs(skb->protocol), false))
 		return 0;
+	if (!by_netns && (__u32)reason < NT_DROP_REASONS) {
+		__u32 zero = 0;
+		struct nt_drops *d = bpf_map_lookup_elem(&drops, &zero);
+
+		if (d)
+			d->n[(__u32)reason] += 1;
+		return 0;
+	}
 	count_event(NT_COUNT_DROP, reason, netns);
 	return 0;
 }
@@ -519,3 +536,4 @@ enum nt_metric_error metrics_error_values SEC(".bss") __attribute__((used));
 struct nt_hist metrics_hist_layout SEC(".bss") __attribute__((used));
 struct nt_hist_key metrics_hist_key_layout SEC(".bss") __attribute__((used));
 struct nt_count_key metrics_count_key_layout SEC(".bss") __attribute__((used));
+struct nt_drops metrics_drops_layout SEC(".bss") __attribute__((used));

@@ -42,6 +42,16 @@ enum nt_metric_error {
 	NT_MERR_MAX = 6,
 };
 
+/* Drop reasons counted in a per-CPU array (one slot, one inlined lookup,
+ * no hash); a reason at or above it (a subsystem's, with high bits set)
+ * or a drop labelled by netns goes to the `counts` hash. The kernel has
+ * about 120 reasons of its own. */
+#define NT_DROP_REASONS 256
+
+struct nt_drops {
+	__u64 n[NT_DROP_REASONS];
+};
+
 /* Key of a histogram series when grouped (--metrics-by netns,iface);
  * a field that is not grouped by is 0. */
 struct nt_hist_key {

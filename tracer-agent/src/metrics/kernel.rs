@@ -19,7 +19,12 @@ use crate::self_traffic::SelfTraffic;
 
 crate::bpf_skeleton!("metrics");
 
-use skel::types::{nt_count_key, nt_hist, nt_hist_key, nt_metric_error, nt_metric_hook};
+use skel::types::{
+    nt_count_key, nt_count_kind, nt_drops, nt_hist, nt_hist_key, nt_metric_error, nt_metric_hook,
+};
+
+/// Drop reasons counted in the array (NT_DROP_REASONS in metrics.h).
+const DROP_REASONS: usize = std::mem::size_of::<nt_drops>() / 8;
 
 // The Rust reader's sizes are the C side's.
 const _: () = assert!(std::mem::size_of::<nt_hist>() == (BUCKETS + 1) * 8);
@@ -97,6 +102,7 @@ pub struct MetricMaps {
     hists: MapHandle,
     hists_by: MapHandle,
     counts: MapHandle,
+    drops: MapHandle,
     errors: MapHandle,
 }
 
@@ -181,6 +187,28 @@ impl MetricMaps {
                 value: sum_words(&per_cpu),
             });
         }
+        // Drops by reason below NT_DROP_REASONS: one array of counters.
+        let per_cpu = self
+            .drops
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("drops"))?
+            .unwrap_or_default();
+        let mut by_reason = [0u64; DROP_REASONS];
+        for cpu in &per_cpu {
+            for (n, w) in by_reason.iter_mut().zip(cpu.chunks_exact(8)) {
+                *n = n.wrapping_add(u64::from_ne_bytes(w.try_into().expect("8 bytes")));
+            }
+        }
+        for (reason, &value) in by_reason.iter().enumerate() {
+            if value > 0 {
+                out.counts.push(Count {
+                    kind: nt_count_kind::NT_COUNT_DROP.0,
+                    detail: reason as u32,
+                    netns: 0,
+                    value,
+                });
+            }
+        }
         for idx in 0..super::names::ERRORS.len() as u32 {
             let per_cpu = self
                 .errors
@@ -259,6 +287,7 @@ impl<'obj> KernelMetrics<'obj> {
             hists: MapHandle::try_from(&skel.maps.hists).map_err(map_err("hists"))?,
             hists_by: MapHandle::try_from(&skel.maps.hists_by).map_err(map_err("hists_by"))?,
             counts: MapHandle::try_from(&skel.maps.counts).map_err(map_err("counts"))?,
+            drops: MapHandle::try_from(&skel.maps.drops).map_err(map_err("drops"))?,
             errors: MapHandle::try_from(&skel.maps.errors).map_err(map_err("errors"))?,
         };
         let stamping = if cfg.parts.rx {
