@@ -50,7 +50,7 @@ def bpf(cmd, attr):
 def stats(name):
     j = json.loads(subprocess.check_output(["bpftool", "prog", "show", "pinned", f"{pin}/{name}", "-j"]))
     return j.get("run_time_ns", 0), j.get("run_cnt", 0)
-names = ["hc_empty", "hc_ktime", "hc_task", "hc_pid_tgid"]
+names = ["hc_empty", "hc_ktime", "hc_tai", "hc_task", "hc_pid_tgid"]
 per_run = {n: [] for n in names}
 for _ in range(rounds):
     for n in names:
@@ -72,7 +72,8 @@ for _ in range(rounds):
 empty = st.median(per_run["hc_empty"])
 print(f"# {rounds} rounds of {secs}s per program; ns per run (bpf_stats), medians; {CALLS} calls per run")
 print(f"    empty program               {empty:7.1f} ns per run")
-for n, label in (("hc_ktime", "bpf_ktime_get_ns"), ("hc_task", "bpf_get_current_task_btf"),
+for n, label in (("hc_ktime", "bpf_ktime_get_ns"), ("hc_tai", "bpf_ktime_get_tai_ns"),
+                 ("hc_task", "bpf_get_current_task_btf"),
                  ("hc_pid_tgid", "bpf_get_current_pid_tgid")):
     m = st.median(per_run[n])
     print(f"    {label:27s} {m:7.1f} ns per run, {(m - empty) / CALLS:6.1f} ns per call")

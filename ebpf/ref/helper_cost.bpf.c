@@ -43,6 +43,14 @@ int BPF_PROG(hc_ktime, void *regs, long id)
 	return 0;
 }
 
+/* CLOCK_TAI: what the metrics program compares RX stamps with. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(hc_tai, void *regs, long id)
+{
+	CALLS(bpf_ktime_get_tai_ns());
+	return 0;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(hc_task, void *regs, long id)
 {
