@@ -77,11 +77,11 @@ fn main() {
     for header in sorted_entries(&include) {
         println!("cargo:rerun-if-changed={}", header.display());
     }
-    // A new probe always comes with its line in the registry
-    // (src/probes/mod.rs): watching that file finds new programs without
-    // rebuilding the BPF on every edit of a probe's Rust code.
-    let registry = manifest.join("src").join("probes").join("mod.rs");
-    println!("cargo:rerun-if-changed={}", registry.display());
+    // The directory itself (cargo scans a watched directory's files): a new
+    // program is found without an edit elsewhere, whether it is a probe
+    // with its line in the registry (src/probes/mod.rs) or not (cpucost),
+    // and without rebuilding the BPF on every edit of the Rust code.
+    println!("cargo:rerun-if-changed={}", ebpf.display());
     let programs = bpf_programs(&ebpf);
     assert!(
         !programs.is_empty(),

@@ -36,9 +36,12 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };
 
 #define BPF_NOEXIST 1
+#define BPF_F_NO_PREALLOC (1U << 0)
+#define BPF_LOCAL_STORAGE_GET_F_CREATE (1ULL << 0)
 #define BPF_F_MMAPABLE (1U << 10)
 #define BPF_RB_FORCE_WAKEUP (1ULL << 1)
 
@@ -186,6 +189,14 @@ struct task_struct {
 } __attribute__((preserve_access_index));
 
 typedef __s64 ktime_t;
+
+/* x86_64: the user registers a syscall saved (raw_syscalls:sys_enter/exit);
+ * orig_ax holds the syscall number until the exit. The kernel's cs is a
+ * u16 in an anonymous union (FRED), which CO-RE finds by name. */
+struct pt_regs {
+	unsigned long orig_ax;
+	unsigned short cs;
+} __attribute__((preserve_access_index));
 
 struct sk_buff {
 	struct net_device *dev;

@@ -66,13 +66,13 @@ pub(crate) fn run_header_program(c_source: &str, input: &str) -> String {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    // Written from a thread while the output is read: an input and an
+    // output each larger than a pipe's buffer would otherwise deadlock.
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_owned();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
     assert!(out.status.success(), "the header's test program failed");
     String::from_utf8(out.stdout).unwrap()
 }

@@ -4,6 +4,7 @@
 pub mod acks;
 pub mod clock;
 pub mod collect;
+pub mod cpucost;
 pub mod filter;
 #[cfg(test)]
 mod host_c;

@@ -103,18 +103,30 @@ fn effective_caps() -> u64 {
         .unwrap_or(0)
 }
 
-/// Check the capabilities the agent needs.
-pub fn check_privileges() -> Result<(), PreflightError> {
-    let caps = effective_caps();
-    let has = |c: u32| caps & (1u64 << c) != 0;
+/// True when this process has capability `cap` in effect.
+fn has_capability(cap: u32) -> bool {
+    effective_caps() & (1u64 << cap) != 0
+}
+
+/// The capabilities loading and attaching tracing BPF programs needs that
+/// this process lacks: CAP_BPF and CAP_PERFMON, each implied by
+/// CAP_SYS_ADMIN.
+pub fn missing_bpf_capabilities() -> Vec<&'static str> {
+    let admin = has_capability(CAP_SYS_ADMIN);
     let mut missing = Vec::new();
-    if !(has(CAP_SYS_ADMIN) || has(CAP_BPF)) {
+    if !(admin || has_capability(CAP_BPF)) {
         missing.push("CAP_BPF");
     }
-    if !(has(CAP_SYS_ADMIN) || has(CAP_PERFMON)) {
+    if !(admin || has_capability(CAP_PERFMON)) {
         missing.push("CAP_PERFMON");
     }
-    if !has(CAP_NET_ADMIN) {
+    missing
+}
+
+/// Check the capabilities the agent needs.
+pub fn check_privileges() -> Result<(), PreflightError> {
+    let mut missing = missing_bpf_capabilities();
+    if !has_capability(CAP_NET_ADMIN) {
         missing.push("CAP_NET_ADMIN");
     }
     if missing.is_empty() {
@@ -170,6 +182,24 @@ pub fn btf_has_tx_timestamping(btf: &Path) -> std::io::Result<bool> {
     let data = std::fs::read(btf)?;
     let needle = b"\0bpf_sock_ops_enable_tx_tstamp\0";
     Ok(data.windows(needle.len()).any(|w| w == needle))
+}
+
+/// The tracepoints of `tracepoints` whose `btf_trace_<name>` type (what a
+/// tp_btf program attaches through) `btf`, a kernel BTF blob, does not
+/// name. A string search is enough: the names are unique.
+pub fn btf_missing_tracepoints(
+    btf: &Path,
+    tracepoints: &[&'static str],
+) -> std::io::Result<Vec<&'static str>> {
+    let data = std::fs::read(btf)?;
+    Ok(tracepoints
+        .iter()
+        .copied()
+        .filter(|tp| {
+            let needle = format!("\0btf_trace_{tp}\0");
+            !data.windows(needle.len()).any(|w| w == needle.as_bytes())
+        })
+        .collect())
 }
 
 /// `uname -r`.

@@ -176,16 +176,9 @@ impl ProbeKind for Rx {
 }
 
 /// The [`TRACEPOINTS`] whose `btf_trace_<name>` type `btf` (a kernel BTF
-/// blob) does not name. A string search is enough: the names are unique.
+/// blob) does not name.
 pub fn btf_missing_tracepoints(btf: &std::path::Path) -> std::io::Result<Vec<&'static str>> {
-    let data = std::fs::read(btf)?;
-    Ok(TRACEPOINTS
-        .into_iter()
-        .filter(|tp| {
-            let needle = format!("\0btf_trace_{tp}\0");
-            !data.windows(needle.len()).any(|w| w == needle.as_bytes())
-        })
-        .collect())
+    crate::preflight::btf_missing_tracepoints(btf, &TRACEPOINTS)
 }
 
 #[cfg(test)]
