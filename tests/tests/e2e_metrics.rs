@@ -539,3 +539,118 @@ fn metrics_alone_label_by_interface_and_namespace() {
         "no trace, no trace events: {body}"
     );
 }
+
+/// The CPU accounting beside a trace: the scrape shows NET_RX and socket
+/// time charged during a TCP flow; the trace holds one CPU event per CPU
+/// per interval whose sums reach at least what the last scrape showed
+/// (the trace's last interval ends after it), every interval within its
+/// own span; and nettrace-match sums the same events into its report.
+#[test]
+fn network_cpu_time_in_metrics_and_trace() {
+    if !require_root() {
+        return;
+    }
+    let pair = NetnsPair::create("ntrpc", 227).expect("creating namespaces");
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = NetnsPair::exec(&pair.b, &bin("tracer-agent"));
+    cmd.arg("--write")
+        .arg(out.path())
+        .args(["--probes", "drops", "--hostname", "cpuhost", "--json"])
+        .args(["--metrics", METRICS, "--metrics-with", "cpu"]);
+    let mut agent = Proc::spawn("tracer-agent --metrics", cmd);
+    agent.wait_stderr("metrics attached", Duration::from_secs(30));
+    tcp_flow(&pair, PORT, 3000, 1400);
+    std::thread::sleep(Duration::from_millis(1200));
+    let (status, body) = http_get(&pair.b, METRICS, "/metrics".into());
+    assert!(status.contains("200"), "{status}");
+    let fin = stop_json(&mut agent, libc::SIGINT);
+    let s = samples(&body);
+    let scraped = |cat: &str| -> f64 {
+        s.iter()
+            .filter(|(n, l, _)| {
+                n == "nettrace_network_cpu_seconds_total"
+                    && l.contains(&("category".into(), cat.into()))
+            })
+            .map(|(_, _, v)| v)
+            .sum()
+    };
+    for cat in ["net_rx", "sock_send", "sock_recv"] {
+        assert!(
+            scraped(cat) > 0.0,
+            "{cat}: nothing charged during the flow:\n{body}"
+        );
+    }
+
+    let trace = read_dir(out.path());
+    let cpus: Vec<&tracer_codec::CpuEvent> = trace
+        .frames
+        .iter()
+        .filter_map(|f| match &f.event {
+            Event::Cpu(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(cpus.len() >= 4, "{} CPU events: {fin}", cpus.len());
+    assert_eq!(
+        fin["stats"]["cpu_events"].as_u64(),
+        Some(cpus.len() as u64),
+        "{fin}"
+    );
+    let mut sums = [0u64; 4];
+    let mut last_mono: std::collections::HashMap<u32, u64> = Default::default();
+    for c in &cpus {
+        let charged = c.net_rx_ns + c.net_tx_ns + c.sock_send_ns + c.sock_recv_ns;
+        assert!(
+            charged <= c.interval_ns,
+            "more than the interval charged: {c:?}"
+        );
+        if let Some(prev) = last_mono.insert(c.cpu, c.mono_ns) {
+            assert!(c.mono_ns > prev, "CPU {} events out of order", c.cpu);
+        }
+        for (s, v) in
+            sums.iter_mut()
+                .zip([c.net_rx_ns, c.net_tx_ns, c.sock_send_ns, c.sock_recv_ns])
+        {
+            *s += v;
+        }
+    }
+    for (i, cat) in ["net_rx", "net_tx", "sock_send", "sock_recv"]
+        .iter()
+        .enumerate()
+    {
+        let scraped_ns = (scraped(cat) * 1e9).round() as u64;
+        assert!(
+            sums[i] >= scraped_ns,
+            "{cat}: the trace's {} ns < the scrape's {scraped_ns} ns",
+            sums[i]
+        );
+    }
+
+    let report = Command::new(bin("nettrace-match"))
+        .arg("--json")
+        .args(trace.files.iter())
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let host = v["cpu_cost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "cpuhost")
+        .unwrap_or_else(|| panic!("no cpu_cost for cpuhost: {}", v["cpu_cost"]));
+    assert_eq!(
+        host["all"]["net_rx"]["ns"].as_u64(),
+        Some(sums[0]),
+        "{host}"
+    );
+    assert_eq!(
+        host["all"]["sock_recv"]["ns"].as_u64(),
+        Some(sums[3]),
+        "{host}"
+    );
+}

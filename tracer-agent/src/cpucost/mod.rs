@@ -251,16 +251,16 @@ impl CpuCost {
 
     /// The per-CPU totals now, cumulative since [`CpuCost::started`].
     pub fn read(&self) -> Result<CpuCostReading, CpuCostError> {
-        let values = self
-            .cpus
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|source| CpuCostError::Read { source })?;
-        let taken = Instant::now();
-        let values = values.ok_or_else(|| CpuCostError::Read {
-            source: libbpf_rs::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound)),
-        })?;
-        let cpus: Vec<cpucost_cpu> = values.iter().map(|v| parse_cpu(v)).collect();
-        Ok(reading_of(&cpus, taken))
+        read_totals(&self.cpus)
+    }
+
+    /// A reader of the totals that another thread can own (the `/metrics`
+    /// endpoint): a handle of the map only, valid while this is attached
+    /// (afterwards it reads the last totals).
+    pub fn reader(&self) -> Result<CpuCostReader, CpuCostError> {
+        let cpus =
+            MapHandle::try_from(&self.cpus).map_err(|source| CpuCostError::Read { source })?;
+        Ok(CpuCostReader { cpus })
     }
 
     /// The names of its programs (as in the C source and in `bpftool prog`,
@@ -300,6 +300,32 @@ impl Drop for CpuCost {
             drop(link);
         }
     }
+}
+
+/// Reads the accounting's totals through a handle of its `cpus` map.
+#[derive(Debug)]
+pub struct CpuCostReader {
+    cpus: MapHandle,
+}
+
+impl CpuCostReader {
+    /// As [`CpuCost::read`].
+    pub fn read(&self) -> Result<CpuCostReading, CpuCostError> {
+        read_totals(&self.cpus)
+    }
+}
+
+/// The per-CPU totals in `cpus` now.
+fn read_totals(cpus: &MapHandle) -> Result<CpuCostReading, CpuCostError> {
+    let values = cpus
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|source| CpuCostError::Read { source })?;
+    let taken = Instant::now();
+    let values = values.ok_or_else(|| CpuCostError::Read {
+        source: libbpf_rs::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound)),
+    })?;
+    let cpus: Vec<cpucost_cpu> = values.iter().map(|v| parse_cpu(v)).collect();
+    Ok(reading_of(&cpus, taken))
 }
 
 /// Open the object, write the configuration into its `.rodata`, load it.

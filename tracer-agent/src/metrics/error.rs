@@ -38,4 +38,7 @@ pub enum MetricsError {
     /// The `/metrics` endpoint could not start.
     #[error(transparent)]
     Serve(#[from] tracer_prom::ServeError),
+    /// The CPU accounting (`--metrics-with cpu`) could not start or be read.
+    #[error(transparent)]
+    Cpu(#[from] crate::cpucost::CpuCostError),
 }

@@ -16,6 +16,7 @@ use super::error::MetricsError;
 use super::export::{AgentView, CpuReader, Exporter, Identity};
 use super::kernel::{KernelConfig, KernelMetrics};
 use super::parts::MetricParts;
+use crate::cpucost::{CpuCost, CpuCostConfig};
 use crate::probes::drops::names::DropReasons;
 use crate::stats::AgentStats;
 
@@ -41,6 +42,7 @@ const REFRESH: Duration = Duration::from_secs(1);
 pub struct MetricsRuntime<'obj> {
     server: MetricsServer,
     kernel: Option<KernelMetrics<'obj>>,
+    cpu: Option<CpuCost>,
     view: Arc<Mutex<AgentView>>,
     last_refresh: Instant,
 }
@@ -53,7 +55,6 @@ impl<'obj> MetricsRuntime<'obj> {
         kernel_cfg: KernelConfig,
         btf: &std::path::Path,
         identity: Identity,
-        cpu: Option<CpuReader>,
     ) -> Result<Self, MetricsError> {
         let (kernel, maps) = if cfg.parts.any_kernel() {
             let (k, m) = KernelMetrics::start(object, &kernel_cfg)?;
@@ -70,14 +71,45 @@ impl<'obj> MetricsRuntime<'obj> {
             DropReasons::default()
         };
         let own_netns = crate::preflight::netns_inode("/proc/self/ns/net".as_ref()).unwrap_or(0);
+        let cpu = if cfg.parts.cpu {
+            // The agent's own socket calls are nettrace's work, not the
+            // traced host's: left out, like its own traffic.
+            Some(CpuCost::start_with(&CpuCostConfig {
+                exclude_pid: Some(std::process::id()),
+                btf: btf.to_path_buf(),
+            })?)
+        } else {
+            None
+        };
+        let cpu_reader: Option<CpuReader> = match &cpu {
+            Some(c) => {
+                let r = c.reader()?;
+                Some(Box::new(move || match r.read() {
+                    Ok(reading) => Some(reading.per_cpu),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the CPU accounting for a scrape");
+                        None
+                    }
+                }))
+            }
+            None => None,
+        };
         let view = Arc::new(Mutex::new(AgentView::default()));
-        let exporter = Exporter::new(maps, reasons, own_netns, identity, Arc::clone(&view), cpu);
+        let exporter = Exporter::new(
+            maps,
+            reasons,
+            own_netns,
+            identity,
+            Arc::clone(&view),
+            cpu_reader,
+        );
         let mut registry = Registry::default();
         registry.register_collector(Box::new(exporter));
         let server = MetricsServer::start(cfg.listen, registry)?;
         Ok(MetricsRuntime {
             server,
             kernel,
+            cpu,
             view,
             last_refresh: Instant::now(),
         })
@@ -106,6 +138,24 @@ impl<'obj> MetricsRuntime<'obj> {
             }
             self.last_refresh = Instant::now();
         }
+    }
+
+    /// The CPU accounting's totals now (per CPU, ns by category since it
+    /// started), when it runs.
+    pub fn cpu_totals(&self) -> Option<Vec<[u64; 4]>> {
+        let c = self.cpu.as_ref()?;
+        match c.read() {
+            Ok(r) => Some(r.per_cpu),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the CPU accounting");
+                None
+            }
+        }
+    }
+
+    /// When the CPU accounting started, when it runs.
+    pub fn cpu_started(&self) -> Option<Instant> {
+        self.cpu.as_ref().map(CpuCost::started)
     }
 
     /// The attached programs (bpf_stats).

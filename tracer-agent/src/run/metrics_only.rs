@@ -74,7 +74,7 @@ pub(super) fn start_metrics<'o>(
         host: s.identity.hostname.clone(),
         agent_id: format!("{:016x}", s.identity.agent_id),
     };
-    let rt = MetricsRuntime::start(object, m, kernel, s.btf, identity, None)?;
+    let rt = MetricsRuntime::start(object, m, kernel, s.btf, identity)?;
     tracing::info!(addr = %rt.local_addr(), rx = m.parts.rx, tx = m.parts.tx,
         drops = m.parts.drops, tcp = m.parts.tcp, cpu = m.parts.cpu,
         "metrics attached");

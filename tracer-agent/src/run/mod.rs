@@ -32,11 +32,14 @@ pub use error::AgentError;
 pub use host::{boot_id, hostname, print_stats};
 pub use metrics_only::{run_metrics, MetricsOnlyConfig};
 
+use cpu_sampler::CpuSampler;
 use drain::{drain, snapshot_clock, update_counters};
 use wait::{doorbell_ring, next_poll, set_realtime, wait_or_doorbell};
 
 /// How often BPF counters (losses) are read.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
+/// How often CPU events go into the trace (with `--metrics-with cpu`).
+const CPU_EVENT_PERIOD: Duration = Duration::from_secs(1);
 
 /// Run until `stop` is set; returns the final counters. BPF links are
 /// detached before returning, also on error.
@@ -139,6 +142,17 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         None => None,
     };
 
+    // CPU events in the trace while the CPU accounting runs: the first
+    // interval starts when the accounting did.
+    let mut cpu_sampler = metrics
+        .as_ref()
+        .and_then(|m| m.cpu_started())
+        .map(|started| {
+            let now = Instant::now();
+            let since = now.duration_since(started).as_nanos() as u64;
+            CpuSampler::new(CPU_EVENT_PERIOD, now, mono_now_ns().saturating_sub(since))
+        });
+
     let mut p = pipeline.into_inner();
     let mut stamper = Stamper::new(local, clock.converter());
     let mut last_state = stamper.state();
@@ -181,6 +195,11 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             update_counters(&probes, &mut p);
             last_counters = now;
         }
+        if let (Some(sampler), Some(m)) = (&mut cpu_sampler, &metrics) {
+            if sampler.due(now) {
+                push_cpu_events(sampler, m, &mut stamper, &mut p, now);
+            }
+        }
         if let Some(m) = &mut metrics {
             m.publish(counters_due.then_some(&p.stats), &clock_events);
         }
@@ -204,6 +223,10 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         p.push_clock(&ev);
     }
     p.stats.clock = clock.counters();
+    // The last, partial interval of CPU time.
+    if let (Some(sampler), Some(m)) = (&mut cpu_sampler, &metrics) {
+        push_cpu_events(sampler, m, &mut stamper, &mut p, Instant::now());
+    }
     p.flush();
     stamper.flush();
     // UDP to a dead sink "succeeds": only the sink's acknowledgement says
@@ -224,6 +247,31 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
         );
     }
     Ok(stats)
+}
+
+/// This host's CLOCK_MONOTONIC now, ns (the clock BPF stamps with).
+fn mono_now_ns() -> u64 {
+    clocksync::bracket::now_ns(clocksync::ClockId::Monotonic).unwrap_or(0)
+}
+
+/// One CPU event per CPU for the time since the last ones, stamped on
+/// the global axis like every other event.
+fn push_cpu_events(
+    sampler: &mut CpuSampler,
+    m: &crate::metrics::MetricsRuntime<'_>,
+    stamper: &mut Stamper,
+    p: &mut Pipeline<UdpTransport>,
+    now: Instant,
+) {
+    let Some(per_cpu) = m.cpu_totals() else {
+        return;
+    };
+    let raw = mono_now_ns();
+    let (mono_ns, global_ns) = stamper.stamp_mono(raw);
+    for mut ev in sampler.sample(now, raw, &per_cpu) {
+        (ev.mono_ns, ev.global_ns) = (mono_ns, global_ns);
+        p.push_cpu(&ev);
+    }
 }
 
 /// The table of nettrace's own endpoints, local ones told by the traced
