@@ -103,6 +103,7 @@ fn line(d: &CpuCostDelta, cost: &CpuCost, total: bool) -> Value {
             "calls_unseen": a.calls_unseen, "calls_reopened": a.calls_reopened,
             "softirqs_unmatched": a.softirqs_unmatched, "nested": a.nested,
             "stash_lost": a.stash_lost, "switch_in_softirq": a.switch_in_softirq,
+            "untraced_switches": a.untraced_switches,
         },
         "programs": programs,
     })
