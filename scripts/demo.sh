@@ -234,7 +234,7 @@ NAMES='BEGIN {FS = "\t"
     split("RETRANSMIT RESET_SENT RESET_RECEIVED RCVQUEUE_FULL EXCEED_BUF_LIMIT", an, " ")}'
 echo "-- events by host and kind"
 awk "$NAMES"' {k = $2 == 1 ? "TX " tx[$3 + 1] : $2 == 2 ? "CLOCK" : $2 == 3 ? "RX " rx[$4 + 1] : \
-        $2 == 4 ? "DROP" : $2 == 5 ? "TCP " an[$13 + 1] : "kind " $2; c[$1 " " k]++}
+        $2 == 4 ? "DROP" : $2 == 5 ? "TCP " an[$13 + 1] : $2 == 6 ? "CPU" : "kind " $2; c[$1 " " k]++}
     END {for (k in c) printf "  %-26s %8d\n", k, c[k]}' "$ROWS" | sort
 echo "-- each agent's last 3 clock updates (following the sink's clock: the servo's frequency"
 echo "   cancels the host's oscillator, -50 ppm on the client and +30 ppm on the server)"
