@@ -30,6 +30,10 @@
 #   cpu    the metrics mode with the CPU accounting alone (--metrics-with
 #          cpu: softirq, task switch and socket call hooks; not in the
 #          default MODES);
+#   stamp  the namespace references that, at the three RX latency hooks,
+#          also read the skb's RX stamp and its clock type and call the
+#          TAI clock instead (-DREF_STAMP; not in the default MODES): the
+#          floor of the metrics mode's hooks, without the histogram update;
 #   netns  the clock references also reading the event's network
 #          namespace as the agent's programs must first (-DREF_NETNS;
 #          not in the default MODES): the floor of a hook that filters by
@@ -96,7 +100,8 @@ A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
 CG=$CGROOT/ntr-rxb
-PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns LINKS=/sys/fs/bpf/ntr-rxb-links
+PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st
+LINKS=/sys/fs/bpf/ntr-rxb-links
 WORK=
 OLD_STATS=
 
@@ -119,7 +124,7 @@ kill_ns_procs() {
 }
 cleanup() {
     kill_ns_procs
-    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN"   # unpinning the links detaches the references
+    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS"   # unpinning the links detaches the references
     rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
@@ -145,9 +150,12 @@ CLANG=$(command -v clang-19 || command -v clang)
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/clk.o"
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_NETNS -I ebpf/include \
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/ns.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_STAMP -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/st.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
 bpftool prog loadall "$WORK/clk.o" "$PINC"
 bpftool prog loadall "$WORK/ns.o" "$PINN"
+bpftool prog loadall "$WORK/st.o" "$PINS"
 mkdir -p "$CG"
 
 ip netns add $A; ip netns add $B
@@ -200,6 +208,7 @@ print(json.dumps({p["name"]: [p.get("run_time_ns", 0), p.get("run_cnt", 0)]
 held_prog_ids() { grep -h '^prog_id:' /proc/$1/fdinfo/* 2>/dev/null | awk '{print $2}' | sort -u; }
 pinned_ids() { for p in "$1"/*; do bpftool prog show pinned "$p" -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; done; }
 REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC") NS_IDS=$(pinned_ids "$PINN")
+ST_IDS=$(pinned_ids "$PINS")
 # Attach every pinned reference to its tracepoint (BPF_RAW_TRACEPOINT_OPEN
 # with no name: a tp_btf program carries its target) and pin the link, so
 # removing the pin detaches it. bpftool 7.1 has no autoattach.
@@ -304,6 +313,7 @@ start_mode() {
         ref) attach_refs "$PIN"; MODE_IDS=$REF_IDS ;;
         clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
         netns) attach_refs "$PINN"; MODE_IDS=$NS_IDS ;;
+        stamp) attach_refs "$PINS"; MODE_IDS=$ST_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         metrics) start_metrics rx,drops; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         cpu) start_metrics cpu; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -315,7 +325,7 @@ start_mode() {
 stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
-        ref|clock|netns) rm -rf "$LINKS"; echo "0 0" ;;
+        ref|clock|netns|stamp) rm -rf "$LINKS"; echo "0 0" ;;
         metrics|cpu) stop_agent; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
@@ -459,6 +469,9 @@ if h:
             if has_ns and nsr == nsr:
                 nclk = f"{nsr/clk:11.2f}" if clk == clk else "          -"
                 extra = f" {nsr:9.1f} {nclk} {med(a)/nsr:11.2f}"
+            str_ = med(ns("stamp", hk))
+            if str_ == str_:
+                extra += f"  stamp ref {str_:7.1f} ({med(a)/str_:4.2f}x)"
             print(f"    {TP.get(hk, hk):26s} {m:7s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:

@@ -22,14 +22,39 @@
  * socket's at socket stages): the floor of a hook that filters by
  * namespace, which the agent must, and which at a hook that runs rarely
  * pays for the cache lines of the device and namespace (kfree_skb).
+ *
+ * Built with -DREF_STAMP (names "st_..."), the programs on the three hooks
+ * the metrics mode keeps RX latency at (netif_receive_skb, tcp_probe,
+ * skb_copy_datagram_iovec) read the namespace as above, the skb's RX stamp
+ * and its clock type, and call the TAI clock instead: what an RX latency
+ * measurement must read, with no histogram update (the floor of
+ * ebpf/metrics.bpf.c's hooks); the others are the namespace references.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#if defined(REF_NETNS)
+#if defined(REF_STAMP)
+#define NAME(n) st_##n
+#define BODY_NS(ns)                                     \
+	do {                                            \
+		__u64 t = bpf_ktime_get_ns();           \
+		__u32 inum = (ns);                      \
+		asm volatile("" : : "r"(t), "r"(inum)); \
+	} while (0)
+#define BODY_STAMP(ns, skb)                                             \
+	do {                                                            \
+		__u64 t = bpf_ktime_get_tai_ns();                       \
+		__u32 inum = (ns);                                      \
+		__s64 stamp = (skb)->tstamp;                            \
+		__u8 type = BPF_CORE_READ_BITFIELD((skb), tstamp_type); \
+		asm volatile("" : : "r"(t), "r"(inum), "r"(stamp),      \
+			     "r"(type));                                \
+	} while (0)
+#elif defined(REF_NETNS)
 #define NAME(n) ns_##n
 #define BODY_NS(ns)                                     \
 	do {                                            \
@@ -48,7 +73,10 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define NAME(n) ref_##n
 #define BODY() do { } while (0)
 #endif
-#ifdef REF_NETNS
+#ifndef BODY_STAMP
+#define BODY_STAMP(ns, skb) BODY_NS(ns)
+#endif
+#if defined(REF_NETNS) || defined(REF_STAMP)
 static __always_inline __u32 dev_ns(const struct sk_buff *skb)
 {
 	struct net_device *dev = skb->dev;
@@ -70,14 +98,14 @@ static __always_inline __u32 sk_ns(const struct sock *sk)
 SEC("tp_btf/netif_receive_skb")
 int PROG(NAME(stack_entry), struct sk_buff *skb)
 {
-	BODY_NS(dev_ns(skb));
+	BODY_STAMP(dev_ns(skb), skb);
 	return 0;
 }
 
 SEC("tp_btf/tcp_probe")
 int PROG(NAME(tcp_input), struct sock *sk, struct sk_buff *skb)
 {
-	BODY_NS(sk_ns(sk));
+	BODY_STAMP(sk_ns(sk), skb);
 	return 0;
 }
 
@@ -91,7 +119,7 @@ int PROG(NAME(data_ready), struct sock *sk)
 SEC("tp_btf/skb_copy_datagram_iovec")
 int PROG(NAME(copy), struct sk_buff *skb, int len)
 {
-	BODY_NS(sk_ns(skb->sk));
+	BODY_STAMP(sk_ns(skb->sk), skb);
 	return 0;
 }
 
