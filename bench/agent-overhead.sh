@@ -95,17 +95,7 @@ SINK=$!
 inns $B iperf3 -s -B $AB > /dev/null 2>&1 &
 sleep 0.5
 
-# "monotonic_s idle_s" where idle counts idle + iowait + steal, all exact.
-machine_snap() { python3 -c '
-import os, time
-t = time.clock_gettime(time.CLOCK_MONOTONIC)
-f = open("/proc/stat").readline().split()
-print(t, (int(f[4]) + int(f[5]) + int(f[8])) / os.sysconf("SC_CLK_TCK"))'; }
-busy_s() { python3 -c 'import os,sys; a=sys.argv[1:3]; b=sys.argv[3:5]; print(round((float(b[0])-float(a[0]))*os.cpu_count()-(float(b[1])-float(a[1])), 3))' $1 $2; }
-# utime+stime of a process in jiffies; the kernel scales both to the exact
-# run time, so their sum is precise.
-proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-HZ=$(getconf CLK_TCK)
+source bench/lib/measure.sh
 
 start_agent() { # sample_every [agent binary]
     # Direct nsenter (no function) so $! is the agent and gets SIGINT.
