@@ -39,12 +39,6 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #if defined(REF_STAMP)
 #define NAME(n) st_##n
-#define BODY_NS(ns)                                     \
-	do {                                            \
-		__u64 t = bpf_ktime_get_ns();           \
-		__u32 inum = (ns);                      \
-		asm volatile("" : : "r"(t), "r"(inum)); \
-	} while (0)
 #define BODY_STAMP(ns, skb)                                             \
 	do {                                                            \
 		__u64 t = bpf_ktime_get_tai_ns();                       \
@@ -56,12 +50,6 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 	} while (0)
 #elif defined(REF_NETNS)
 #define NAME(n) ns_##n
-#define BODY_NS(ns)                                     \
-	do {                                            \
-		__u64 t = bpf_ktime_get_ns();           \
-		__u32 inum = (ns);                      \
-		asm volatile("" : : "r"(t), "r"(inum)); \
-	} while (0)
 #elif defined(REF_CLOCK)
 #define NAME(n) clk_##n
 #define BODY()                                  \
@@ -73,10 +61,13 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define NAME(n) ref_##n
 #define BODY() do { } while (0)
 #endif
-#ifndef BODY_STAMP
-#define BODY_STAMP(ns, skb) BODY_NS(ns)
-#endif
 #if defined(REF_NETNS) || defined(REF_STAMP)
+#define BODY_NS(ns)                                     \
+	do {                                            \
+		__u64 t = bpf_ktime_get_ns();           \
+		__u32 inum = (ns);                      \
+		asm volatile("" : : "r"(t), "r"(inum)); \
+	} while (0)
 static __always_inline __u32 dev_ns(const struct sk_buff *skb)
 {
 	struct net_device *dev = skb->dev;
@@ -90,6 +81,10 @@ static __always_inline __u32 sk_ns(const struct sock *sk)
 }
 #else
 #define BODY_NS(ns) BODY()
+#endif
+
+#ifndef BODY_STAMP
+#define BODY_STAMP(ns, skb) BODY_NS(ns)
 #endif
 
 /* An indirection, so that NAME() is expanded before BPF_PROG pastes it. */

@@ -52,6 +52,23 @@ impl<S: AsRef<str>> EncodeLabelValue for Escaped<S> {
     }
 }
 
+/// User plus system CPU time of this process, in seconds (getrusage):
+/// the `..._cpu_seconds_total` both the agent and the sink serve.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage into memory we own and have
+    // sized for it; RUSAGE_SELF needs nothing else.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: the struct was zeroed (a valid rusage: plain integers) and
+    // getrusage succeeded, so it is initialised.
+    let ru = unsafe { ru.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(secs(ru.ru_utime) + secs(ru.ru_stime))
+}
+
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

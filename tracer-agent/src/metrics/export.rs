@@ -337,7 +337,7 @@ impl Exporter {
             "nettrace_agent_cpu",
             "CPU time of the agent process, user and system",
             Some(Unit::Seconds),
-            process_cpu_seconds(),
+            tracer_prom::process_cpu_seconds().unwrap_or(0.0),
         )?;
         let Some(s) = &v.stats else {
             return Ok(());
@@ -417,18 +417,6 @@ fn counters_by<const N: usize>(
         ConstCounter::new(n).encode(m.encode_family(&[(label, value)])?)?;
     }
     Ok(())
-}
-
-/// This process's user + system CPU time.
-fn process_cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills one rusage we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_SELF is always valid.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0.0;
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 impl Collector for Exporter {

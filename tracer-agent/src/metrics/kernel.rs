@@ -360,21 +360,14 @@ fn set_tai_offset(skel: &mut skel::MetricsSkel<'_>) {
     }
 }
 
-fn clock_ns(clock: libc::clockid_t) -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
-}
-
 /// CLOCK_TAI - CLOCK_REALTIME: the kernel keeps it a whole number of
 /// seconds, so the two reads' gap rounds away.
 pub fn tai_minus_realtime_ns() -> i64 {
-    let real = clock_ns(libc::CLOCK_REALTIME);
-    let tai = clock_ns(libc::CLOCK_TAI);
-    let secs = ((tai - real) as f64 / 1e9).round() as i64;
+    use clocksync::bracket::now_ns;
+    use clocksync::ClockId;
+    let (Ok(real), Ok(tai)) = (now_ns(ClockId::Realtime), now_ns(ClockId::Tai)) else {
+        return 0;
+    };
+    let secs = ((tai as f64 - real as f64) / 1e9).round() as i64;
     secs * 1_000_000_000
 }

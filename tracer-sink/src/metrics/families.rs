@@ -14,7 +14,7 @@ use tracer_prom::Escaped;
 
 pub(super) fn process(o: &mut Out<'_>, started_unix_s: f64) -> fmt::Result {
     let seconds = Unit::Seconds;
-    if let Some(cpu) = cpu_seconds() {
+    if let Some(cpu) = tracer_prom::process_cpu_seconds() {
         o.family(
             "cpu",
             "CPU time (user and system) of the process the sink runs in.",
@@ -308,22 +308,6 @@ pub(super) fn live_outputs(o: &mut Out<'_>, l: &LiveStats) -> fmt::Result {
         )?;
     }
     Ok(())
-}
-
-/// User plus system CPU time of this process, in seconds.
-pub(super) fn cpu_seconds() -> Option<f64> {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes one rusage into memory we own and have
-    // sized for it; RUSAGE_SELF needs nothing else.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: the struct was zeroed (a valid rusage: plain integers) and
-    // getrusage succeeded, so it is initialised.
-    let ru = unsafe { ru.assume_init() };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Some(secs(ru.ru_utime) + secs(ru.ru_stime))
 }
 
 /// Resident memory of this process (`VmRSS` of /proc/self/status), in bytes.

@@ -133,8 +133,8 @@ impl Collector for SinkMetrics {
 
 #[cfg(test)]
 mod tests {
-    use super::families::cpu_seconds;
     use super::*;
+    use tracer_prom::process_cpu_seconds as cpu_seconds;
     use tracer_prom::Escaped;
 
     fn scrape(m: &SinkMetrics) -> String {
