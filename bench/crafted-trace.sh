@@ -12,7 +12,7 @@
 # Environment knobs: TSHARK_SIZES (default "2000 20000 200000"; the
 # largest takes about 100 s per shape and run here), MATCH_SIZES
 # ("2000 20000 200000"), RUNS (3), SHAPES (all), DISSECTOR (default
-# wireshark/nettrace.lua: give an older copy for before/after figures),
+# wireshark/nettrace/nettrace.lua: give an older copy for before/after figures),
 # TIMEOUT (600 s per run; a run past it is reported as ">TIMEOUT").
 set -euo pipefail
 
@@ -22,7 +22,7 @@ TSHARK_SIZES=${TSHARK_SIZES:-"2000 20000 200000"}
 MATCH_SIZES=${MATCH_SIZES:-"2000 20000 200000"}
 RUNS=${RUNS:-3}
 SHAPES=${SHAPES:-"normal same-skb retransmit-storm nested-ranges waiting-skbs udp-socket"}
-DISSECTOR=${DISSECTOR:-wireshark/nettrace.lua}
+DISSECTOR=${DISSECTOR:-wireshark/nettrace/nettrace.lua}
 TIMEOUT=${TIMEOUT:-600}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/crafted-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

@@ -30,10 +30,10 @@ trap 'rm -rf "$WORK"' EXIT
 cargo build --release -q -p tracer-e2e --example peer_trace
 TRACE="$WORK/trace.pcapng"
 frames=$(target/release/examples/peer_trace "$TRACE" "$SKBS" "$FLOWS")
-SCRIPT=wireshark/nettrace.lua
+SCRIPT=wireshark/nettrace/nettrace.lua
 modes=(on off)
 if [[ -n $BASE_REV ]]; then
-    git show "$BASE_REV:wireshark/nettrace.lua" >"$WORK/base.lua"
+    git show "$BASE_REV:wireshark/nettrace/nettrace.lua" >"$WORK/base.lua"
     modes+=(base)
 fi
 echo "# $frames, $(stat -c %s "$TRACE") bytes; tshark $(tshark --version 2>/dev/null | head -1 | awk '{print $3}'), $(nproc) cores, $RUNS runs"

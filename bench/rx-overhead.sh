@@ -34,6 +34,11 @@
 #          also read the skb's RX stamp and its clock type and call the
 #          TAI clock instead (-DREF_STAMP; not in the default MODES): the
 #          floor of the metrics mode's hooks, without the histogram update;
+#   ring   the namespace references that also take a slot of a per-CPU
+#          ring and write a small record into it, committed last
+#          (-DREF_RING; not in the default MODES): the floor of a hook
+#          that ships an event to user space, as the rx and drops probes
+#          must (a low one: no consumer, a 64-byte record);
 #   netns  the clock references also reading the event's network
 #          namespace as the agent's programs must first (-DREF_NETNS;
 #          not in the default MODES): the floor of a hook that filters by
@@ -73,7 +78,8 @@
 # for a before/after in one run; it must know the options used).
 # AGENT_ALT_BIN: a second build, run as mode "alt" (every skb, like "1")
 # in the same alternating rounds, e.g. MODES="none 1 alt clock": two builds
-# side by side in one run, on the same machine state.
+# side by side in one run, on the same machine state; mode "malt" runs it
+# in the metrics mode, beside "metrics".
 # PERF=1: profile the agent with perf (call graphs) during each step of (3)
 # and print its 25 hottest symbols per step: where its CPU per event goes.
 #
@@ -100,7 +106,7 @@ A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
 CG=$CGROOT/ntr-rxb
-PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st
+PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st PINR=/sys/fs/bpf/ntr-rxb-rg
 LINKS=/sys/fs/bpf/ntr-rxb-links
 WORK=
 OLD_STATS=
@@ -124,7 +130,7 @@ kill_ns_procs() {
 }
 cleanup() {
     kill_ns_procs
-    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS"   # unpinning the links detaches the references
+    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS" "$PINR"   # unpinning the links detaches the references
     rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
@@ -152,10 +158,13 @@ CLANG=$(command -v clang-19 || command -v clang)
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/ns.o"
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_STAMP -I ebpf/include \
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/st.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_RING -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/rg.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
 bpftool prog loadall "$WORK/clk.o" "$PINC"
 bpftool prog loadall "$WORK/ns.o" "$PINN"
 bpftool prog loadall "$WORK/st.o" "$PINS"
+bpftool prog loadall "$WORK/rg.o" "$PINR"
 mkdir -p "$CG"
 
 ip netns add $A; ip netns add $B
@@ -191,7 +200,7 @@ sleep 0.5
 
 source bench/lib/measure.sh
 REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC") NS_IDS=$(pinned_ids "$PINN")
-ST_IDS=$(pinned_ids "$PINS")
+ST_IDS=$(pinned_ids "$PINS") RG_IDS=$(pinned_ids "$PINR")
 
 AGENT=0
 RUN_BIN=
@@ -212,7 +221,7 @@ start_agent() { # sample_every [more agent options]
 }
 # The agent's metrics mode alone, in b: parts $1 (--metrics-with).
 start_metrics() {
-    nsenter --net=/run/netns/$B -- $AGENT_WRAP "${AGENT_BIN:-$BIN/tracer-agent}" --hostname rxbench \
+    nsenter --net=/run/netns/$B -- $AGENT_WRAP "${RUN_BIN:-${AGENT_BIN:-$BIN/tracer-agent}}" --hostname rxbench \
         --metrics 127.0.0.1:19431 --metrics-with "$1" --cgroup "$CG" \
         > "$WORK/agent.out" 2> "$WORK/agent.err" &
     AGENT=$!
@@ -270,9 +279,12 @@ start_mode() {
         clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
         netns) attach_refs "$PINN"; MODE_IDS=$NS_IDS ;;
         stamp) attach_refs "$PINS"; MODE_IDS=$ST_IDS ;;
+        ring) attach_refs "$PINR"; MODE_IDS=$RG_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         metrics) start_metrics rx,drops; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         cpu) start_metrics cpu; MODE_IDS=$(held_prog_ids "$AGENT") ;;
+        malt) [[ -x $AGENT_ALT_BIN ]] || { echo "mode malt needs AGENT_ALT_BIN"; exit 1; }
+              RUN_BIN=$AGENT_ALT_BIN; start_metrics rx,drops; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         alt) [[ -x $AGENT_ALT_BIN ]] || { echo "mode alt needs AGENT_ALT_BIN"; exit 1; }
              RUN_BIN=$AGENT_ALT_BIN; start_agent 1; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         *) start_agent "$1"; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -281,8 +293,8 @@ start_mode() {
 stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
-        ref|clock|netns|stamp) rm -rf "$LINKS"; echo "0 0" ;;
-        metrics|cpu) stop_agent; echo "0 0" ;;
+        ref|clock|netns|stamp|ring) rm -rf "$LINKS"; echo "0 0" ;;
+        metrics|malt|cpu) stop_agent; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
 }
@@ -371,7 +383,8 @@ rows = [l.split() for l in open(cpu)]
 LABEL = {"none": "no program", "1": "agent, every skb", "alt": "AGENT_ALT_BIN, every",
          "100": "agent, 1 in 100",
          "self": "every skb, --trace-self", "ref": "references only", "clock": "clock references",
-         "metrics": "metrics mode (rx,drops)", "cpu": "metrics: cpu only"}
+         "metrics": "metrics mode (rx,drops)", "malt": "AGENT_ALT_BIN metrics",
+         "cpu": "metrics: cpu only"}
 if rows:
     print("\n== results (medians of alternating rounds; ratios are of medians)")
     host_of = lambda r: float(r[1]) - float(r[5]) / hz
@@ -414,7 +427,7 @@ if h:
           + (f" {'netns ns':>9s} {'netns/clock':>11s} {'agent/netns':>11s}" if has_ns else ""))
     for hk in hooks_seen:
         ref, clk, nsr = med(ns("ref", hk)), med(ns("clock", hk)), med(ns("netns", hk))
-        for m in ("1", "alt", "self", "100", "metrics", "cpu"):
+        for m in ("1", "alt", "self", "100", "metrics", "malt", "cpu"):
             a = ns(m, hk)
             if not a:
                 continue
@@ -428,6 +441,9 @@ if h:
             str_ = med(ns("stamp", hk))
             if str_ == str_:
                 extra += f"  stamp ref {str_:7.1f} ({med(a)/str_:4.2f}x)"
+            rg = med(ns("ring", hk))
+            if rg == rg and clk == clk:
+                extra += f"  ring ref {rg:7.1f} ({rg/clk:4.2f}x clock; agent {med(a)/rg:4.2f}x it)"
             print(f"    {TP.get(hk, hk):26s} {m:7s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:

@@ -41,7 +41,7 @@ LOSS_ONE_IN=${LOSS_ONE_IN:-20}
 SNAPLEN=${SNAPLEN:-128}
 OUT=${OUT:-traces/tag-witness}
 WORST=${WORST:-3}
-LUA=wireshark/nettrace.lua
+LUA=wireshark/nettrace/nettrace.lua
 PROBES=tx,rx,tcp
 NS_C=ntr-tw-client NS_S=ntr-tw-server
 IF_C=ntrtw-c IF_S=ntrtw-s

@@ -37,9 +37,9 @@ global time (agents on --clock system, CLOCK_TAI, equal to CLOCK_REALTIME
 on the hosts this was written on; the script checks their agreement on the
 OK tags). Sequence numbers are unwrapped per flow (64-bit), so flows
 crossing 2^32 are handled. Python 3 standard library only; tshark with
-wireshark/nettrace.lua decodes the trace.
+wireshark/nettrace/nettrace.lua decodes the trace.
 
-Usage: tag_witness.py [--lua wireshark/nettrace.lua] [--match BIN/nettrace-match]
+Usage: tag_witness.py [--lua wireshark/nettrace/nettrace.lua] [--match BIN/nettrace-match]
                       [--worst N] [--jobs N] RUN_DIR...
 """
 
@@ -707,7 +707,7 @@ def print_summary(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", help="run directories of bench/tag-witness.sh")
-    ap.add_argument("--lua", default="wireshark/nettrace.lua")
+    ap.add_argument("--lua", default="wireshark/nettrace/nettrace.lua")
     ap.add_argument("--match", default="target/release/nettrace-match")
     ap.add_argument("--worst", type=int, default=3, help="violations shown with evidence per run")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,

@@ -30,7 +30,7 @@ LOSS_ONE_IN=${LOSS_ONE_IN:-20}
 PROBES=tx,rx,drops,tcp
 NS_C=ntr-demo-client NS_S=ntr-demo-server
 ADDR_C=10.210.0.1 ADDR_S=10.210.0.2
-LUA=wireshark/nettrace.lua
+LUA=wireshark/nettrace/nettrace.lua
 # Each host's clock: offset_ns,drift_ppm (tracer-agent --simulate-oscillator,
 # a testing and demo facility: see docs/clock-model.md).
 OSC_C=${OSC_C:-3000000,50}

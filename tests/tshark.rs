@@ -1,4 +1,4 @@
-//! Running tshark with the nettrace Lua dissector (`wireshark/nettrace.lua`)
+//! Running tshark with the nettrace Lua dissector (`wireshark/nettrace/nettrace.lua`)
 //! and parsing what it prints.
 //!
 //! tshark exits 0 even when a Lua script fails to load or a Lua dissector
@@ -23,7 +23,7 @@ const AGGREGATOR: char = '\u{1f}';
 
 /// Path of the dissector script in this repository.
 pub fn dissector_path() -> PathBuf {
-    repo_root().join("wireshark").join("nettrace.lua")
+    repo_root().join("wireshark").join("nettrace").join("nettrace.lua")
 }
 
 /// One decoded frame: field name -> every occurrence, in tree order.

@@ -1,6 +1,6 @@
 //! Golden tests of the Lua dissector: known events are written as pcapng
 //! (once by a real `tracer-sink` fed with real UDP datagrams, once directly
-//! with pcap-file), decoded by tshark with `wireshark/nettrace.lua`, and
+//! with pcap-file), decoded by tshark with `wireshark/nettrace/nettrace.lua`, and
 //! every field of every frame is compared with the event that was sent.
 
 mod dissector_common;

@@ -1,5 +1,5 @@
 //! The dissector's layout tables: [`render_lua`] writes the Lua text that
-//! `wireshark/nettrace.lua` holds between [`LUA_BEGIN`] and [`LUA_END`].
+//! `wireshark/nettrace/nettrace.lua` holds between [`LUA_BEGIN`] and [`LUA_END`].
 
 use std::fmt::Write as _;
 
@@ -15,7 +15,7 @@ use crate::wire::{
     RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1, WIRE_VERSION_2,
 };
 
-/// Marker lines around the generated part of `wireshark/nettrace.lua`.
+/// Marker lines around the generated part of `wireshark/nettrace/nettrace.lua`.
 pub const LUA_BEGIN: &str = "-- BEGIN GENERATED LAYOUT";
 /// End marker of the generated Lua part.
 pub const LUA_END: &str = "-- END GENERATED LAYOUT";

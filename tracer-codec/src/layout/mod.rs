@@ -5,7 +5,7 @@
 //! This is the one source of the layouts for everything after the agent:
 //! the event structs and their decoders are declared together with their
 //! field tables by the `wire_event!` macro (so they cannot drift), and
-//! the dissector's tables (`wireshark/nettrace.lua`, between the
+//! the dissector's tables (`wireshark/nettrace/nettrace.lua`, between the
 //! `GENERATED` markers) and the field tables of `docs/wire-format.md` are
 //! rendered from here ([`render_lua`], [`render_markdown`]). A test fails
 //! when a checked-in rendering is stale; `UPDATE_GENERATED=1 cargo test -p
@@ -67,7 +67,7 @@ mod tests {
 
     #[test]
     fn dissector_tables_are_current() {
-        check_generated("wireshark/nettrace.lua", |t| {
+        check_generated("wireshark/nettrace/nettrace.lua", |t| {
             splice(t, LUA_BEGIN, LUA_END, &render_lua()).ok_or_else(|| LUA_BEGIN.to_owned())
         });
     }
