@@ -23,7 +23,10 @@ const AGGREGATOR: char = '\u{1f}';
 
 /// Path of the dissector script in this repository.
 pub fn dissector_path() -> PathBuf {
-    repo_root().join("wireshark").join("nettrace").join("nettrace.lua")
+    repo_root()
+        .join("wireshark")
+        .join("nettrace")
+        .join("nettrace.lua")
 }
 
 /// One decoded frame: field name -> every occurrence, in tree order.

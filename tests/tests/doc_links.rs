@@ -58,7 +58,11 @@ fn anchors(text: &str) -> BTreeSet<String> {
         };
         let s = slug(h.trim_start_matches('#'));
         let n = seen.entry(s.clone()).or_insert(0);
-        out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+        out.insert(if *n == 0 {
+            s.clone()
+        } else {
+            format!("{s}-{n}")
+        });
         *n += 1;
     }
     out
@@ -83,8 +87,8 @@ fn relative_links_resolve() {
     let mut broken = Vec::new();
     let mut checked = 0;
     for page in pages(&root) {
-        let text = std::fs::read_to_string(&page)
-            .unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        let text =
+            std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
         let dir = page.parent().expect("a page's folder");
         for line in prose(&text) {
             for target in link_targets(line) {
@@ -116,7 +120,10 @@ fn relative_links_resolve() {
             }
         }
     }
-    assert!(checked > 50, "only {checked} links found: is the parser broken?");
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser broken?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
@@ -124,7 +131,10 @@ fn relative_links_resolve() {
 fn readme_indexes_every_doc_page() {
     let root = repo_root();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    for page in pages(&root).iter().filter(|p| p.starts_with(root.join("docs"))) {
+    for page in pages(&root)
+        .iter()
+        .filter(|p| p.starts_with(root.join("docs")))
+    {
         let rel = page.strip_prefix(&root).unwrap().display().to_string();
         assert!(
             readme.contains(&format!("]({rel})")),
@@ -135,12 +145,18 @@ fn readme_indexes_every_doc_page() {
 
 #[test]
 fn slugs_follow_the_forge_rule() {
-    assert_eq!(slug(" Drop events (`--probes drops`)"), "drop-events---probes-drops");
+    assert_eq!(
+        slug(" Drop events (`--probes drops`)"),
+        "drop-events---probes-drops"
+    );
     assert_eq!(slug(" A tag's life"), "a-tags-life");
     assert_eq!(slug(" Versions 1, 2 and 3"), "versions-1-2-and-3");
     assert_eq!(
         anchors("# A\n## A\n```\n# not a heading\n```\n## B"),
         ["a", "a-1", "b"].into_iter().map(String::from).collect()
     );
-    assert_eq!(link_targets("see [x](a.md#b) and [y](c.md)"), ["a.md#b", "c.md"]);
+    assert_eq!(
+        link_targets("see [x](a.md#b) and [y](c.md)"),
+        ["a.md#b", "c.md"]
+    );
 }
