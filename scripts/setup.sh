@@ -14,7 +14,11 @@ PACKAGES=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config bpftool tshark
           # --metrics: the tests and the demo scrape the agent and the sink
           # with a real Prometheus; promtool (Debian ships it only in this
           # package) checks the sink's /metrics text and the rules file.
-          prometheus)
+          prometheus
+          # scripts/package.sh and its test: dpkg-shlibdeps and
+          # dpkg-architecture (dpkg-dev), strip (binutils), man (man-db),
+          # systemd-analyze and systemctl (systemd).
+          dpkg-dev binutils man-db systemd)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

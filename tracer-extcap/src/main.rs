@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 /// Open a nettrace sink's live stream in Wireshark (extcap).
 ///
@@ -85,6 +85,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // Before the binary's own parser: `--generate man|bash|zsh|fish` (for
+    // packagers) is no option of the program itself.
+    tracer_docgen::run_if_asked(Cli::command);
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

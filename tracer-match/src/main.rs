@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use tracer_match::input::merge::expand_inputs;
 use tracer_match::{MatchConfig, MergeConfig};
 
@@ -107,6 +107,9 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    // Before the binary's own parser: `--generate man|bash|zsh|fish` (for
+    // packagers) is no option of the program itself.
+    tracer_docgen::run_if_asked(Cli::command);
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

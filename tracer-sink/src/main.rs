@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use clocksync::SourceSpec;
 use tracer_sink::timesync::{ClockService, ResponderConfig};
 use tracer_sink::{
@@ -177,6 +177,9 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    // Before the binary's own parser: `--generate man|bash|zsh|fish` (for
+    // packagers) is no option of the program itself.
+    tracer_docgen::run_if_asked(Cli::command);
     let cli = Cli::parse();
     match real_main(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,

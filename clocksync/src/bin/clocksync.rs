@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use clocksync::servo::algorithm::MAX_FREQUENCY_PPB;
 use clocksync::{
     Discipline, ErrorInjection, FrequencyLimit, GlobalClock, MaxChange, OscillatorSpec, PiGains,
@@ -130,6 +130,9 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Before the binary's own parser: `--generate man|bash|zsh|fish` (for
+    // packagers) is no option of the program itself.
+    tracer_docgen::run_if_asked(Args::command);
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,

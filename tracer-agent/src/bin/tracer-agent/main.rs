@@ -64,6 +64,9 @@ fn main() -> std::process::ExitCode {
 }
 
 fn real_main() -> anyhow::Result<()> {
+    // Before the binary's own parser: `--generate man|bash|zsh|fish` (for
+    // packagers) is no option of the program itself.
+    tracer_docgen::run_if_asked(Cli::command);
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(problem) = writer_option_without_write(&matches) {
