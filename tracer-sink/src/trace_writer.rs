@@ -387,7 +387,7 @@ mod tests {
                 (
                     DataLink::USER0,
                     "alpha".into(),
-                    Some(crate::interface_description(
+                    Some(crate::pcapng::interface_description(
                         0xa1,
                         2,
                         0,
@@ -398,7 +398,7 @@ mod tests {
                 (
                     DataLink::USER0,
                     "beta".into(),
-                    Some(crate::interface_description(
+                    Some(crate::pcapng::interface_description(
                         0xb2,
                         1,
                         9,
