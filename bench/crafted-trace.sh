@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a crafted trace costs the analyst: seconds in `tshark -2` with the
-# dissector and in nettrace-match for each shape of tracer_match::crafted
+# dissector and in nettrace-match for each shape of tracer_testdata::crafted
 # (same-skb: every frame claims one skb; retransmit-storm: one segment sent
 # every 50 µs; nested-ranges: receptions of ever longer ranges from one
 # byte; waiting-skbs: skbs no socket stage reaches; udp-socket: one busy
@@ -27,7 +27,7 @@ TIMEOUT=${TIMEOUT:-600}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/crafted-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
-cargo build --release -q -p tracer-match --bins --examples
+cargo build --release -q -p tracer-match -p tracer-testdata --bins --examples
 MATCH=target/release/nettrace-match
 CRAFT=target/release/examples/crafted-trace
 

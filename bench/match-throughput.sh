@@ -5,7 +5,7 @@
 # be bounded by the windows, not the trace: both sizes should show about the
 # same peak RSS; a wider --window should show more.
 #
-# The traces come from `cargo run -p tracer-match --example synth-trace`:
+# The traces come from `cargo run -p tracer-testdata --example synth-trace`:
 # two hosts exchanging TCP data both ways (GRO of 2, one RX skb in 200 lost
 # and retransmitted, host 1's clock 2 µs off), simulated in true time and
 # written as the sink writes its files: SHB, one IDB per host, one EPB per
@@ -35,7 +35,7 @@ if [[ ! -x /usr/bin/time ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q time >/dev/null \
         || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q time >/dev/null; }
 fi
-cargo build --release -q -p tracer-match --bins --examples
+cargo build --release -q -p tracer-match -p tracer-testdata --bins --examples
 MATCH=target/release/nettrace-match
 SYNTH=target/release/examples/synth-trace
 

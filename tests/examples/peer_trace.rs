@@ -4,27 +4,17 @@
 //! body version 2: each with the skb's byte range); per three skbs one
 //! GRO-merged received skb on host-b with its five RX stages; one skb in a
 //! hundred sent twice (two sends, one copy: ambiguous). Frames in global
-//! time order, as the sink writes them.
+//! time order, written by the sink's own writer (`TraceWriter`).
 //!
 //! ```text
 //! cargo run --release -p tracer-e2e --example peer_trace -- OUT.pcapng [SKBS] [FLOWS]
 //! ```
 
-use std::borrow::Cow;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::Duration;
+use std::path::Path;
 
-use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
-};
-use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::DataLink;
-use tracer_codec::{
-    CaptureRecord, EventKind, Flow, RxEvent, RxStage, TxEvent, TxStage, TX_FLAG_RANGE,
-};
+use tracer_codec::{EventKind, Flow, RxEvent, RxStage, TxEvent, TxStage, TX_FLAG_RANGE};
+use tracer_sink::{Compression, TraceAgent, TraceWriter};
 
 /// Bytes per sender skb and sender skbs per received (GRO) skb.
 const SKB: u32 = 16_384;
@@ -130,41 +120,30 @@ fn main() {
     }
     events.sort_by_key(|e| (e.0, e.1));
 
-    let file = File::create(out).unwrap_or_else(|e| {
+    // The sink's own writer: the bytes the dissector meets in a real file.
+    let mut w = TraceWriter::create(Path::new(out), Compression::None).unwrap_or_else(|e| {
         eprintln!("peer_trace: cannot create {out}: {e}");
         std::process::exit(1)
     });
-    let mut w = PcapNgWriter::new(BufWriter::new(file)).expect("pcapng header");
-    for (name, _) in HOSTS {
-        w.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::USER0,
-            snaplen: 0,
-            options: vec![
-                InterfaceDescriptionOption::IfName(Cow::Borrowed(name)),
-                InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
-            ],
-        })
-        .expect("IDB");
+    let mut ifaces = [0u32; 2];
+    for (iface, (name, agent)) in ifaces.iter_mut().zip(HOSTS) {
+        let agent = TraceAgent {
+            clock_source: 0,
+            ..TraceAgent::new(agent, name)
+        };
+        *iface = w.add_agent(&agent).expect("IDB");
     }
     let mut event_seq = [0u64; 2];
+    let mut rec = Vec::new();
     for (ns, host, kind, body) in &events {
-        let (name, agent) = HOSTS[*host];
-        let mut rec = Vec::with_capacity(4 + body.len());
+        rec.clear();
         rec.extend_from_slice(&kind.to_le_bytes());
         rec.extend_from_slice(&(body.len() as u16).to_le_bytes());
         rec.extend_from_slice(body);
-        let mut data = Vec::new();
-        CaptureRecord::encode(&mut data, agent, event_seq[*host], 0, 3, name, &rec);
+        w.write_event(ifaces[*host], *ns, event_seq[*host], 0, 3, &rec)
+            .expect("EPB");
         event_seq[*host] += 1;
-        w.write_pcapng_block(EnhancedPacketBlock {
-            interface_id: *host as u32,
-            timestamp: Duration::from_nanos(*ns),
-            original_len: data.len() as u32,
-            data: Cow::Borrowed(&data),
-            options: vec![],
-        })
-        .expect("EPB");
     }
-    w.into_inner().flush().expect("flush");
+    w.finish(&[]).expect("close the trace");
     println!("{} frames", events.len());
 }

@@ -731,12 +731,12 @@ fn clocksync_values_run() {
 #[test]
 fn match_values_run() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = tracer_match::synth::SynthConfig {
+    let cfg = tracer_testdata::synth::SynthConfig {
         skbs: 200,
         both_ways: true,
         ..Default::default()
     };
-    tracer_match::synth::write_trace(dir.path(), &cfg, Default::default()).unwrap();
+    tracer_testdata::synth::write_trace(dir.path(), &cfg, Default::default()).unwrap();
     let mut failures = Vec::new();
     let mut runs = 0;
     for (name, values) in admitted_values(&MATCH) {

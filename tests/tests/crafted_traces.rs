@@ -1,5 +1,5 @@
 //! Traces are shared between people, so a trace file is input from a
-//! stranger: every shape of `tracer_match::crafted` (one skb claimed by
+//! stranger: every shape of `tracer_testdata::crafted` (one skb claimed by
 //! every frame, a retransmission storm, nested ranges, skbs no socket stage
 //! reaches, a busy UDP socket) must cost the analyst about what a normal
 //! trace of the same size costs, in the dissector (`tshark -2`) and in
@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tracer_e2e::tshark::{dissector_path, Query, Tshark};
-use tracer_match::crafted::{self, Shape};
+use tracer_testdata::crafted::{self, Shape};
 
 const ATTACKS: [Shape; 5] = [
     Shape::SameSkb,

@@ -7,9 +7,9 @@
 mod dissector_common;
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_codec::ClockState;
 use tracer_e2e::tshark::{Query, Tshark};
+use tracer_sink::LinkType;
 
 const PI_WARN: &str = "6291456";
 
@@ -63,7 +63,7 @@ fn holdover_is_named_and_warned_about() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("holdover.pcapng");
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
     tshark
         .check_clean(&file, &Query::default())
         .expect("no Lua error, no malformed frame");

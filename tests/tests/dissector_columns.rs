@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_codec::Flow;
 use tracer_e2e::tshark::{Query, Row, Tshark};
+use tracer_sink::LinkType;
 
 /// Columns named for `-e _ws.col.<title>`, set explicitly so that a
 /// user's preferences cannot change what the test reads.
@@ -47,7 +47,7 @@ fn write_events(path: &Path, sent: &[Sent]) {
         .collect();
     write_pcapng(
         path,
-        DataLink::USER0,
+        LinkType::User0,
         &[AGENT_A.host, AGENT_B.host],
         &frames,
     );
@@ -204,7 +204,7 @@ fn datagram_columns_are_the_udp_packets() {
         time_ns: T0,
         data: ethernet_udp(&datagram(&agent, 0, 0, &events), 7420),
     };
-    write_pcapng(&file, DataLink::ETHERNET, &["lo"], &[frame]);
+    write_pcapng(&file, LinkType::Ethernet, &["lo"], &[frame]);
     let fields = [
         "_ws.col.Source",
         "_ws.col.Destination",

@@ -2,7 +2,8 @@
 //! (u64 values above 2^53 included), each share of the interval a
 //! filterable double, none for an empty interval, the Info column the
 //! codec's summary, the host as Source; once from a file written here with
-//! pcap-file, once from a real `tracer-sink` fed real UDP datagrams (frame
+//! the sink's `TraceWriter`, once from a real `tracer-sink` fed real UDP
+//! datagrams (frame
 //! time = the event's global time, frame comment = Info).
 
 mod dissector_common;
@@ -11,10 +12,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_codec::{CpuEvent, EventKind, WireEvent};
 use tracer_e2e::procs::Proc;
 use tracer_e2e::tshark::{Query, Row, Tshark};
+use tracer_sink::LinkType;
 
 /// Every field of a CPU event, for `-e`.
 const CPU_FIELDS: &[&str] = &[
@@ -217,7 +218,7 @@ fn cpu_frames_decode_field_by_field_and_filter() {
     let file = dir.path().join("cpu.pcapng");
     write_pcapng(
         &file,
-        DataLink::USER0,
+        LinkType::User0,
         &[AGENT_A.host, AGENT_B.host],
         &frames,
     );
@@ -367,7 +368,7 @@ fn short_and_longer_cpu_bodies() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cpu-bodies.pcapng");
-    write_pcapng(&file, DataLink::USER0, &[agent.host], &frames);
+    write_pcapng(&file, LinkType::User0, &[agent.host], &frames);
     let flagged = tshark
         .flagged_frames(&file, &Query::default().allow_expert_errors())
         .expect("tshark");

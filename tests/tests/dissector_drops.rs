@@ -6,10 +6,10 @@
 mod dissector_common;
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_codec::drop::padded;
 use tracer_codec::{DropEvent, EventKind, TcpAnomaly, TcpEvent};
 use tracer_e2e::tshark::{Query, Tshark};
+use tracer_sink::LinkType;
 
 const PI_NOTE: &str = "4194304";
 const PI_WARN: &str = "6291456";
@@ -116,7 +116,7 @@ fn drop_and_tcp_frames_decode_with_their_experts() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("drops.pcapng");
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
 
     let fields = [
         "_ws.col.Info",
@@ -283,7 +283,7 @@ fn bad_families_and_anomalies_are_flagged() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.pcapng");
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
     let flagged = tshark
         .flagged_frames(&file, &Query::default().allow_expert_errors())
         .expect("tshark");
@@ -335,7 +335,7 @@ fn drop_and_tcp_frames_fill_the_flow_columns() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("drop-columns.pcapng");
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
     let columns = r#""Source","%s","Destination","%d","SrcPort","%S","DstPort","%D""#;
     let rows = tshark
         .fields(

@@ -1,6 +1,6 @@
 //! Golden tests of the Lua dissector: known events are written as pcapng
 //! (once by a real `tracer-sink` fed with real UDP datagrams, once directly
-//! with pcap-file), decoded by tshark with `wireshark/nettrace/nettrace.lua`, and
+//! with the sink's `TraceWriter`, no sink running), decoded by tshark with `wireshark/nettrace/nettrace.lua`, and
 //! every field of every frame is compared with the event that was sent.
 
 mod dissector_common;
@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_e2e::tshark::{Query, Row, Tshark};
+use tracer_sink::LinkType;
 
 /// Generous: the machine is small and shared with other builds.
 const SINK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -113,8 +113,9 @@ fn decode_twice(tshark: &Tshark, file: &Path) -> Vec<Row> {
     one
 }
 
-/// The dissector alone, independent of the sink: a file written here with
-/// pcap-file exactly as docs/wire-format.md describes the sink's output.
+/// The dissector alone, independent of the sink's receive path and
+/// ordering: a file of capture records made here (as docs/wire-format.md
+/// describes them) written with the sink's `TraceWriter`.
 #[test]
 fn golden_direct_pcapng() {
     let Some(tshark) = Tshark::or_skip("golden_direct_pcapng") else {
@@ -137,7 +138,7 @@ fn golden_direct_pcapng() {
         .collect();
     write_pcapng(
         &file,
-        DataLink::USER0,
+        LinkType::User0,
         &[AGENT_A.host, AGENT_B.host],
         &frames,
     );
@@ -238,7 +239,7 @@ fn readme_filters_parse() {
             data: capture_payload(s),
         })
         .collect();
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
     for f in filters {
         // `_ws.expert.severity == error` only matches bad frames: none here.
         let q = Query::default().filter(f);

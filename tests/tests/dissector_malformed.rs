@@ -11,10 +11,10 @@ mod dissector_common;
 use std::path::Path;
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_codec::layout::field_offset;
 use tracer_codec::{ClockEvent, ClockState, TxEvent, RECORD_HEADER_LEN};
 use tracer_e2e::tshark::{Query, Tshark};
+use tracer_sink::LinkType;
 
 /// Expert infos of the dissector that mark errors, by field name.
 const EXPERT_ERRORS: &[&str] = &[
@@ -174,7 +174,7 @@ fn malformed_capture_records() {
             data: data.clone(),
         })
         .collect();
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
     let expected: Vec<Flags> = cases.iter().map(|(_, e)| *e).collect();
     check_flags(&tshark, &file, &expected);
 }
@@ -245,7 +245,7 @@ fn malformed_datagrams() {
             data: ethernet_udp(data, 7420),
         })
         .collect();
-    write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
+    write_pcapng(&file, LinkType::Ethernet, &["lo"], &frames);
     let expected: Vec<Flags> = cases.iter().map(|(_, e)| *e).collect();
     check_flags(&tshark, &file, &expected);
 }
@@ -324,7 +324,7 @@ fn malformed_clock_capture_records() {
             data: data.clone(),
         })
         .collect();
-    write_pcapng(&file, DataLink::USER0, &[plain.agent.host], &frames);
+    write_pcapng(&file, LinkType::User0, &[plain.agent.host], &frames);
     let expected: Vec<Flags> = cases.iter().map(|(_, e)| *e).collect();
     check_flags(&tshark, &file, &expected);
 
@@ -413,7 +413,7 @@ fn malformed_clock_datagrams() {
             data: ethernet_udp(data, 7420),
         })
         .collect();
-    write_pcapng(&file, DataLink::ETHERNET, &["lo"], &frames);
+    write_pcapng(&file, LinkType::Ethernet, &["lo"], &frames);
     let expected: Vec<Flags> = cases.iter().map(|(_, e)| *e).collect();
     check_flags(&tshark, &file, &expected);
 

@@ -21,11 +21,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
 use dissector_common::{write_pcapng, Agent, Frame, Skb, AGENT_A, AGENT_B, SCHED, SENDMSG, T0};
-use pcap_file::DataLink;
 use tracer_codec::{
     EventKind, Flow, RxEvent, RxStage, TxEvent, TxStage, TX_FLAG_RANGE, TX_FLAG_SENT,
 };
 use tracer_e2e::tshark::{Query, Row, Tshark};
+use tracer_sink::LinkType;
 
 const SND_SW: u8 = TxStage::SndSw as u8;
 const SND_HW: u8 = TxStage::SndHw as u8;
@@ -596,7 +596,7 @@ fn write_scenario(path: &std::path::Path, steps: &[Step]) {
         .collect();
     write_pcapng(
         path,
-        DataLink::USER0,
+        LinkType::User0,
         &[AGENT_A.host, AGENT_B.host],
         &frames,
     );

@@ -7,9 +7,9 @@
 mod dissector_common;
 
 use dissector_common::{parse_abs_time, write_pcapng, Agent, Frame, AGENT_A, AGENT_B, T0};
-use pcap_file::DataLink;
 use tracer_codec::{EventKind, RxEvent, RxStage};
 use tracer_e2e::tshark::{Query, Tshark};
+use tracer_sink::LinkType;
 
 const FIELDS: &[&str] = &[
     "nettrace.kind",
@@ -140,7 +140,7 @@ fn rx_fields_decode_and_filter() {
             }
         })
         .collect();
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
     let rows = tshark
         .fields(&file, FIELDS, &Query::default())
         .expect("clean decode");
@@ -261,7 +261,7 @@ fn an_unknown_rx_stage_is_malformed_not_a_lua_error() {
     body[stage] = 9;
     write_pcapng(
         &file,
-        DataLink::USER0,
+        LinkType::User0,
         &["host-a"],
         &[Frame {
             interface: 0,
@@ -306,7 +306,7 @@ fn newer_and_short_rx_bodies() {
             data: payload(i as u64, EventKind::RX, body),
         })
         .collect();
-    write_pcapng(&file, DataLink::USER0, &["host-a"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a"], &frames);
     let q = Query::default().allow_expert_errors();
     let rows = tshark
         .fields(
@@ -580,7 +580,7 @@ fn rx_frames_of_one_skb_link_with_stage_latencies() {
             }
         })
         .collect();
-    write_pcapng(&file, DataLink::USER0, &["host-a", "host-b"], &frames);
+    write_pcapng(&file, LinkType::User0, &["host-a", "host-b"], &frames);
     let want = expected_links(&steps);
 
     // One pass (as Wireshark's first load) and two (as a re-dissection):

@@ -8,8 +8,8 @@ mod dissector_common;
 use std::path::Path;
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_e2e::tshark::{Query, Row, Tshark};
+use tracer_sink::LinkType;
 
 const DEFAULT_PORT: u16 = 7420;
 const OTHER_PORT: u16 = 9999;
@@ -87,7 +87,7 @@ fn write_file(path: &Path, dgrams: &[Dgram], dport: u16, extra_port: u16) {
             extra_port,
         ),
     });
-    write_pcapng(path, DataLink::ETHERNET, &["lo"], &frames);
+    write_pcapng(path, LinkType::Ethernet, &["lo"], &frames);
 }
 
 fn boot_id_text(b: &[u8; 16]) -> String {
@@ -234,7 +234,7 @@ fn write_payloads<'a>(file: &Path, payloads: impl IntoIterator<Item = &'a Vec<u8
             data: ethernet_udp(d, DEFAULT_PORT),
         })
         .collect();
-    write_pcapng(file, DataLink::ETHERNET, &["lo"], &frames);
+    write_pcapng(file, LinkType::Ethernet, &["lo"], &frames);
 }
 
 fn decode(tshark: &Tshark, file: &Path, query: &Query) -> Vec<Row> {

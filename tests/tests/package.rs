@@ -201,12 +201,13 @@ fn check_wireshark(tshark: &Tshark, home: &Path, listed: &[PathBuf]) {
 
     // A small trace, decoded by the installed plugin alone.
     let traces = tempfile::tempdir().expect("tempdir");
-    let cfg = tracer_match::synth::SynthConfig {
+    let cfg = tracer_testdata::synth::SynthConfig {
         skbs: 20,
         ..Default::default()
     };
-    let (files, events) = tracer_match::synth::write_trace(traces.path(), &cfg, Default::default())
-        .expect("synthetic trace");
+    let (files, events) =
+        tracer_testdata::synth::write_trace(traces.path(), &cfg, Default::default())
+            .expect("synthetic trace");
     assert!(events > 0 && !files.is_empty());
     let mut frames = 0;
     for f in &files {

@@ -13,7 +13,6 @@
 //! not grow with the trace.
 
 pub mod cpu;
-pub mod crafted;
 pub mod error;
 pub mod fasthash;
 pub mod flow;
@@ -27,7 +26,6 @@ pub mod pairs;
 pub mod receiver;
 pub mod report;
 pub mod stats;
-pub mod synth;
 pub mod text;
 
 use std::path::PathBuf;

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use tracer_codec::CpuEvent;
 use tracer_match::input::Ev;
-use tracer_match::synth::{write_trace, FileLayout, SynthConfig, SynthEvent, SynthWriter};
+use tracer_testdata::synth::{write_trace, FileLayout, SynthConfig, SynthEvent, SynthWriter};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nettrace-match"))

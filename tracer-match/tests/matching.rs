@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use tracer_codec::{RxEvent, RxStage, TxEvent, TxStage};
 use tracer_match::input::{Ev, HostTable, Input};
 use tracer_match::report::{DirectionReport, Report};
-use tracer_match::synth::{write_trace, FileLayout, Synth, SynthConfig};
 use tracer_match::{MatchConfig, Matcher, MergeConfig};
+use tracer_testdata::synth::{write_trace, FileLayout, Synth, SynthConfig};
 
 /// Run the matcher over a simulation, in memory.
 fn simulate(cfg: &SynthConfig, mc: MatchConfig) -> Report {

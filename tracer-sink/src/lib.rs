@@ -69,6 +69,7 @@ pub mod socket;
 pub mod stats;
 mod summary;
 pub mod timesync;
+pub mod trace_writer;
 mod writer;
 pub mod writer_args;
 
@@ -84,6 +85,7 @@ pub use crate::pcapng::{interface_description, is_zstd, EPB_PACKETID, PAD_BLOCK}
 pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
 pub use crate::stats::{AgentStats, LiveStats, SinkStats};
+pub use crate::trace_writer::{InterfaceTotals, LinkType, TraceAgent, TraceWriter};
 pub use crate::writer_args::WriterArgs;
 
 pub use crate::service::{run, run_with_reporter, CHANNEL_BATCHES};

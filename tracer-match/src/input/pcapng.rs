@@ -350,6 +350,10 @@ mod tests {
     use pcap_file::pcapng::PcapNgWriter;
     use pcap_file::{DataLink, Endianness};
 
+    /// A small file by `pcap-file`, not by the sink's `TraceWriter`: the
+    /// reader must read any writer's pcapng, big-endian sections included,
+    /// which the sink never writes (the sink's own files are read back in
+    /// the tests of tracer-testdata, tracer-sink and tracer-e2e).
     fn file(endianness: Endianness) -> Vec<u8> {
         let shb = SectionHeaderBlock {
             endianness,

@@ -73,6 +73,19 @@ pub(crate) fn interface_block(a: &AgentInfo) -> InterfaceDescriptionBlock<'_> {
     }
 }
 
+/// The Interface Description Block of an interface that is no agent's:
+/// `name` on `link`, nanosecond stamps.
+pub(super) fn named_interface_block(link: DataLink, name: &str) -> InterfaceDescriptionBlock<'_> {
+    InterfaceDescriptionBlock {
+        linktype: link,
+        snaplen: SNAPLEN,
+        options: vec![
+            InterfaceDescriptionOption::IfName(Cow::Borrowed(name)),
+            InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
+        ],
+    }
+}
+
 /// `if_description` of an agent's interface: its id, clock source,
 /// incarnation and the source address of its first datagram (a later
 /// change is counted in the interface statistics).
@@ -107,9 +120,13 @@ pub(super) fn statistics_block(
     }
     options.push(InterfaceStatisticsOption::IsbIfRecv(isb.ifrecv));
     options.push(InterfaceStatisticsOption::IsbIfDrop(isb.ifdrop));
-    options.push(InterfaceStatisticsOption::Common(CommonOption::Comment(
-        Cow::Borrowed(&isb.comment),
-    )));
+    // The sink's comment is never empty; a file written from outside may
+    // have none to give.
+    if !isb.comment.is_empty() {
+        options.push(InterfaceStatisticsOption::Common(CommonOption::Comment(
+            Cow::Borrowed(&isb.comment),
+        )));
+    }
     InterfaceStatisticsBlock {
         interface_id: iface,
         timestamp: Duration::from_nanos(now_ns),

@@ -14,18 +14,19 @@
 mod blocks;
 mod epb;
 mod frames;
+mod open;
 mod pages;
 mod writeback;
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
 use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::DataLink;
 
 use crate::batch::AgentInfo;
-use crate::clock::utc_compact;
-use crate::compression::Compression;
 use crate::error::SinkError;
 use crate::fasthash::IndexMap;
 
@@ -37,6 +38,7 @@ pub use pages::PAD_BLOCK;
 pub(crate) use writeback::WriteFailure;
 
 // The live stream encodes its blocks as the files do.
+use blocks::named_interface_block;
 pub(crate) use blocks::{interface_block, section_header};
 pub(crate) use epb::encode_epb_parts;
 use epb::{encode_epb, epbs_by_agent, whole_blocks};
@@ -45,6 +47,7 @@ use frames::{ZstdFile, END_BLOCK, FLUSH_RAW_MAX, ZSTD_WRITE_CHUNK};
 /// Encoded bytes kept in memory before a write to the file.
 pub const WRITE_CHUNK: usize = 1 << 20;
 
+/// First and last event time written on one interface.
 struct Span {
     first_ts: u64,
     last_ts: u64,
@@ -66,6 +69,8 @@ pub(crate) struct TraceFile {
     committed_events: u64,
     /// Bytes already written back and dropped from the page cache.
     dropped: u64,
+    /// Written bytes are written back and dropped from the page cache.
+    write_behind: bool,
     /// EPBs in the memory buffer.
     pending_events: u64,
     /// Agent index -> interface id in this section.
@@ -80,66 +85,6 @@ fn pcap_err(what: &str, e: impl std::fmt::Display) -> SinkError {
 }
 
 impl TraceFile {
-    /// Create `<prefix>-<UTC>-<NNN>.pcapng` (`.pcapng.zst` compressed) in
-    /// `dir` (never overwriting a file: NNN is raised until the name is
-    /// free) and write its SHB. `seq` is the sink's file counter; returns
-    /// the file and the counter value actually used.
-    pub fn create(
-        dir: &Path,
-        prefix: &str,
-        seq: u32,
-        unix_s: u64,
-        compression: Compression,
-    ) -> Result<(Self, u32), SinkError> {
-        let zst = match compression {
-            Compression::None => None,
-            Compression::Zstd { level } => Some(ZstdFile::new(level)?),
-        };
-        let stamp = utc_compact(unix_s);
-        let ext = compression.extension();
-        let mut n = seq;
-        let (path, file) = loop {
-            let path = dir.join(format!("{prefix}-{stamp}-{n:03}.{ext}"));
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(f) => break (path, f),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < seq + 1000 => n += 1,
-                Err(e) => {
-                    return Err(SinkError::Io {
-                        what: format!("cannot create {}", path.display()),
-                        source: e,
-                    })
-                }
-            }
-        };
-        let w = PcapNgWriter::with_section_header(
-            Vec::with_capacity(WRITE_CHUNK + 64 * 1024),
-            section_header(),
-        )
-        .map_err(|e| pcap_err("section header", e))?;
-        let mut tf = TraceFile {
-            path,
-            file,
-            w,
-            committed: 0,
-            committed_raw: 0,
-            zst,
-            committed_events: 0,
-            dropped: 0,
-            pending_events: 0,
-            ifaces: IndexMap::default(),
-            spans: Vec::new(),
-            opened: Instant::now(),
-        };
-        // Write the SHB at once: a full disk shows up now, not later.
-        if let Err(f) = tf.commit() {
-            let path = tf.path.clone();
-            drop(tf);
-            let _ = std::fs::remove_file(&path);
-            return Err(f.error);
-        }
-        Ok((tf, n))
-    }
-
     /// Path of the file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -181,20 +126,55 @@ impl TraceFile {
         if let Some(id) = self.interface(a.index) {
             return Ok(id);
         }
-        let idb = interface_block(a);
+        self.describe(a.index, interface_block(a))
+    }
+
+    /// Write the IDB of an interface that is no agent's, `name` on link
+    /// `link` (a capture of the agents' datagrams, say), under agent
+    /// index `index`; returns its interface id.
+    pub fn add_link_interface(
+        &mut self,
+        index: u32,
+        link: DataLink,
+        name: &str,
+    ) -> Result<u32, SinkError> {
+        if let Some(id) = self.interface(index) {
+            return Ok(id);
+        }
+        self.describe(index, named_interface_block(link, name))
+    }
+
+    /// Write `idb` as the interface of agent index `index`.
+    fn describe(
+        &mut self,
+        index: u32,
+        idb: InterfaceDescriptionBlock<'_>,
+    ) -> Result<u32, SinkError> {
         let start = self.w.get_ref().len();
         self.w
             .write_pcapng_block(idb)
             .map_err(|e| pcap_err("interface description", e))?;
         self.block_added(start, self.pending_events)?;
         let id = self.spans.len() as u32;
-        self.ifaces.insert(a.index, id);
-        self.spans.push((a.index, None));
+        self.ifaces.insert(index, id);
+        self.spans.push((index, None));
         Ok(id)
     }
 
+    /// Interfaces described so far.
+    pub fn interfaces(&self) -> u32 {
+        self.spans.len() as u32
+    }
+
+    /// The latest event time written, if any.
+    pub fn last_event_ns(&self) -> Option<u64> {
+        self.spans
+            .iter()
+            .filter_map(|(_, s)| s.as_ref().map(|s| s.last_ts))
+            .max()
+    }
+
     /// Encode one EPB into the buffer (`iface` from [`add_interface`](Self::add_interface)).
-    #[cfg(test)]
     pub fn write_event(
         &mut self,
         iface: u32,
@@ -367,7 +347,9 @@ impl TraceFile {
             self.committed_raw += raw;
             self.committed_events += events;
             self.clear_buffers();
-            writeback::write_behind(&self.file, start, self.committed, &mut self.dropped);
+            if self.write_behind {
+                writeback::write_behind(&self.file, start, self.committed, &mut self.dropped);
+            }
             return Ok(events);
         };
         let (keep, kept_events, kept_raw, written_by_agent) = match &self.zst {
@@ -475,6 +457,7 @@ impl TraceFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compression::Compression;
     use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
     use pcap_file::pcapng::blocks::opt_common::CommonOption;
     use pcap_file::pcapng::blocks::opt_common::UnknownOption;
@@ -653,6 +636,7 @@ mod tests {
 #[cfg(test)]
 mod zstd_tests {
     use super::*;
+    use crate::compression::Compression;
     use pcap_file::pcapng::{Block, PcapNgReader};
 
     fn agent(index: u32) -> AgentInfo {

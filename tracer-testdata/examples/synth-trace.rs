@@ -1,8 +1,8 @@
 //! Writes a synthetic two-host trace as the sink writes its files (see
-//! `tracer_match::synth`), for the benchmark and for trying the matcher:
+//! `tracer_testdata::synth`), for the benchmark and for trying the matcher:
 //!
 //! ```text
-//! cargo run --release -p tracer-match --example synth-trace -- \
+//! cargo run --release -p tracer-testdata --example synth-trace -- \
 //!     --out /tmp/trace --skbs 1000000 --both-ways --offset-ns 2000
 //! ```
 //! Prints one JSON object: files, events written and lost, elapsed seconds.
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use tracer_match::synth::{FileLayout, Synth, SynthConfig, SynthWriter};
+use tracer_testdata::synth::{FileLayout, Synth, SynthConfig, SynthWriter};
 
 /// Write a synthetic trace of two hosts exchanging TCP data.
 #[derive(Debug, Parser)]

@@ -1,8 +1,8 @@
-//! Writes a crafted trace (see `tracer_match::crafted`) for the benchmark
+//! Writes a crafted trace (see `tracer_testdata::crafted`) for the benchmark
 //! and for trying the readers on it:
 //!
 //! ```text
-//! cargo run --release -p tracer-match --example crafted-trace -- \
+//! cargo run --release -p tracer-testdata --example crafted-trace -- \
 //!     --out /tmp/crafted --shape same-skb --events 2000
 //! ```
 //! Prints one JSON object: the file and the events written.
@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use tracer_match::crafted::{self, Shape};
+use tracer_testdata::crafted::{self, Shape};
 
 /// Write one trace shaped against the readers' indexes.
 #[derive(Debug, Parser)]

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use tracer_codec::{sample, ClockEvent, RxEvent, RxStage, TcpAnomaly, TcpEvent, TxEvent, TxStage};
 
 use super::config::SynthConfig;
-use crate::input::Ev;
+use tracer_match::input::Ev;
 
 /// One event of a synthetic trace.
 #[derive(Debug, Clone)]

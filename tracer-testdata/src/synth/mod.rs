@@ -4,7 +4,8 @@
 //! GRO, sampling, lost events) and written as the sink writes its files:
 //! SHB, one IDB per host, one EPB per event whose payload is the codec's
 //! capture record, ISBs with cumulative totals at the end of each file
-//! (`pcap-file` encodes the blocks, `tracer-codec` the payloads).
+//! (the sink's [`TraceWriter`](tracer_sink::TraceWriter) encodes the blocks,
+//! `tracer-codec` the payloads).
 //!
 //! The simulation is a discrete-event loop in true time; each host stamps
 //! its events with true time plus its clock offset, so a negative offset

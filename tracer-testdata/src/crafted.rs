@@ -13,8 +13,8 @@ use tracer_codec::{
     ClockEvent, RxEvent, RxStage, TcpAnomaly, TcpEvent, TxEvent, TxStage, TX_FLAG_RANGE,
 };
 
-use crate::input::Ev;
 use crate::synth::{FileLayout, SynthConfig, SynthEvent, SynthWriter};
+use tracer_match::input::Ev;
 
 /// The shapes [`write`] knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -319,7 +319,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let (path, n) = write(dir.path(), shape, 1_000).expect("written");
             assert!((900..=1_100).contains(&n), "{shape:?}: {n} events");
-            let (report, _) = crate::run(&[path], Default::default(), Default::default())
+            let (report, _) = tracer_match::run(&[path], Default::default(), Default::default())
                 .expect("the matcher reads it");
             let read: u64 = report.hosts.iter().flat_map(|h| h.events.values()).sum();
             assert_eq!(read, n, "{shape:?}");

@@ -1,29 +1,17 @@
-//! Writing synthetic events as the sink writes its files: SHB, one IDB per
-//! host, one EPB per event whose payload is the codec's capture record,
-//! ISBs with cumulative totals at the end of each file.
+//! Writing synthetic events into files laid out as one sink or one sink
+//! per host would lay them out, through the sink's own writer
+//! ([`TraceWriter`]): SHB, one IDB per host, one EPB per event whose
+//! payload is the codec's capture record, ISBs with cumulative totals at
+//! the end of each file.
 
-use std::borrow::Cow;
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption, InterfaceTsResolution,
-};
-use pcap_file::pcapng::blocks::interface_statistics::{
-    InterfaceStatisticsBlock, InterfaceStatisticsOption,
-};
-use pcap_file::pcapng::blocks::opt_common::{CommonOption, UnknownOption};
-use pcap_file::pcapng::blocks::section_header::SectionHeaderBlock;
-use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::DataLink;
-use tracer_codec::{CaptureRecord, WireEvent};
+use tracer_codec::WireEvent;
+use tracer_match::input::Ev;
+use tracer_sink::{Compression, InterfaceTotals, TraceAgent, TraceWriter};
 
 use super::config::SynthConfig;
 use super::sim::SynthEvent;
-use crate::input::Ev;
 
 /// How synthetic events are laid out in files.
 #[derive(Debug, Clone, Default)]
@@ -56,7 +44,7 @@ pub fn record_bytes(ev: &Ev, out: &mut Vec<u8>) {
 }
 
 struct OpenFile {
-    w: PcapNgWriter<BufWriter<File>>,
+    w: TraceWriter,
     events: u64,
 }
 
@@ -74,12 +62,19 @@ pub struct SynthWriter {
     drop: [u64; 2],
     /// Files written, in creation order.
     pub paths: Vec<PathBuf>,
-    buf: Vec<u8>,
+    /// The record of the event being written (kept to reuse its memory).
+    rec: Vec<u8>,
 }
 
 fn io(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
+
+/// The clock source every synthetic event claims (the sink's clock).
+const CLOCK_SOURCE: u8 = 2;
+/// Servo states of a locked and an unlocked clock.
+const LOCKED_STABLE: u8 = 3;
+const UNLOCKED: u8 = 0;
 
 impl SynthWriter {
     /// Files go into `dir`.
@@ -94,8 +89,14 @@ impl SynthWriter {
             recv: [0, 0],
             drop: [0, 0],
             paths: Vec::new(),
-            buf: Vec::with_capacity(256),
+            rec: Vec::with_capacity(256),
         }
+    }
+
+    /// The hosts whose events go into file series `series`.
+    fn hosts(&self, series: usize) -> impl Iterator<Item = usize> {
+        let per_host = self.layout.per_host;
+        (0..2).filter(move |&h| !per_host || h == series)
     }
 
     fn open(&mut self, series: usize) -> std::io::Result<()> {
@@ -106,26 +107,13 @@ impl SynthWriter {
         };
         self.counters[series] += 1;
         let path = self.dir.join(name);
-        let f = BufWriter::with_capacity(1 << 20, File::create(&path)?);
-        let mut w =
-            PcapNgWriter::with_section_header(f, SectionHeaderBlock::default()).map_err(io)?;
-        for h in 0..2 {
-            if self.layout.per_host && h != series {
-                continue;
-            }
-            w.write_pcapng_block(InterfaceDescriptionBlock {
-                linktype: DataLink::USER0,
-                snaplen: 0,
-                options: vec![
-                    InterfaceDescriptionOption::IfName(Cow::Owned(self.names[h].clone())),
-                    InterfaceDescriptionOption::IfDescription(Cow::Owned(format!(
-                        "agent {:016x} clock sink",
-                        self.agent_ids[h]
-                    ))),
-                    InterfaceDescriptionOption::IfTsResol(InterfaceTsResolution::NANO),
-                ],
-            })
-            .map_err(io)?;
+        let mut w = TraceWriter::create(&path, Compression::None).map_err(io)?;
+        for h in self.hosts(series) {
+            let agent = TraceAgent {
+                clock_source: CLOCK_SOURCE,
+                ..TraceAgent::new(self.agent_ids[h], &self.names[h])
+            };
+            w.add_agent(&agent).map_err(io)?;
         }
         self.paths.push(path);
         self.files[series] = Some(OpenFile { w, events: 0 });
@@ -133,26 +121,17 @@ impl SynthWriter {
     }
 
     fn close(&mut self, series: usize) -> std::io::Result<()> {
-        let Some(mut f) = self.files[series].take() else {
+        let Some(f) = self.files[series].take() else {
             return Ok(());
         };
-        for h in 0..2 {
-            if self.layout.per_host && h != series {
-                continue;
-            }
-            let iface = if self.layout.per_host { 0 } else { h as u32 };
-            f.w.write_pcapng_block(InterfaceStatisticsBlock {
-                interface_id: iface,
-                timestamp: Duration::from_nanos(0),
-                options: vec![
-                    InterfaceStatisticsOption::IsbIfRecv(self.recv[h]),
-                    InterfaceStatisticsOption::IsbIfDrop(self.drop[h]),
-                ],
-            })
-            .map_err(io)?;
-        }
-        let mut inner = f.w.into_inner();
-        std::io::Write::flush(&mut inner)
+        // Interfaces are the series' hosts, in order.
+        let totals: Vec<InterfaceTotals> = self
+            .hosts(series)
+            .enumerate()
+            .map(|(iface, h)| InterfaceTotals::new(iface as u32, self.recv[h], self.drop[h]))
+            .collect();
+        f.w.finish(&totals).map_err(io)?;
+        Ok(())
     }
 
     /// Write one event; `dropped` is the host's cumulative lost events.
@@ -174,35 +153,14 @@ impl SynthWriter {
         } else {
             e.host as u32
         };
-        let mut rec = Vec::with_capacity(160);
-        record_bytes(&e.ev, &mut rec);
-        self.buf.clear();
-        CaptureRecord::encode(
-            &mut self.buf,
-            self.agent_ids[e.host],
-            e.event_seq,
-            2,
-            if e.locked { 3 } else { 0 },
-            &self.names[e.host],
-            &rec,
-        );
-        let id = e.event_seq.to_le_bytes();
+        self.rec.clear();
+        record_bytes(&e.ev, &mut self.rec);
         let Some(f) = self.files[series].as_mut() else {
             return Err(io("no open file"));
         };
-        f.w.write_pcapng_block(EnhancedPacketBlock {
-            interface_id: iface,
-            timestamp: Duration::from_nanos(e.ts_ns),
-            original_len: self.buf.len() as u32,
-            data: Cow::Borrowed(&self.buf),
-            options: vec![EnhancedPacketOption::Common(CommonOption::Unknown(
-                UnknownOption {
-                    code: 5,
-                    value: Cow::Borrowed(&id),
-                },
-            ))],
-        })
-        .map_err(io)?;
+        let state = if e.locked { LOCKED_STABLE } else { UNLOCKED };
+        f.w.write_event(iface, e.ts_ns, e.event_seq, CLOCK_SOURCE, state, &self.rec)
+            .map_err(io)?;
         f.events += 1;
         Ok(())
     }
