@@ -51,13 +51,13 @@ mod tests {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => panic!("cannot read {}: {e}", path.display()),
         };
-        let spliced =
+        let rendered =
             render(&text).unwrap_or_else(|m| panic!("{rel}: the marker line {m:?} is missing"));
-        if spliced == text {
+        if rendered == text {
             return;
         }
         if std::env::var_os("UPDATE_GENERATED").is_some_and(|v| v == "1") {
-            std::fs::write(&path, spliced)
+            std::fs::write(&path, rendered)
                 .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
             eprintln!("rewrote the generated text of {rel}");
             return;
