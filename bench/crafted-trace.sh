@@ -12,7 +12,9 @@
 # Environment knobs: TSHARK_SIZES (default "2000 20000 200000"; the
 # largest takes about 100 s per shape and run here), MATCH_SIZES
 # ("2000 20000 200000"), RUNS (3), SHAPES (all), DISSECTOR (default
-# wireshark/nettrace/nettrace.lua: give an older copy for before/after figures),
+# wireshark/nettrace/nettrace.lua, the plugin's entry: for before/after
+# figures give an older checkout's, e.g. DIR/wireshark/nettrace/nettrace.lua
+# after `git archive REV wireshark | tar -x -C DIR`),
 # TIMEOUT (600 s per run; a run past it is reported as ">TIMEOUT").
 set -euo pipefail
 

@@ -5,13 +5,17 @@
 # received skb with its five RX stages), in two passes (-2) and in one,
 # with the links on (nettrace.peer_links, the default) and off, runs
 # alternating so that both see the same machine. Optionally the dissector
-# of an older commit too (BASE_REV, e.g. the commit before the links).
+# of an older commit too (BASE_REV, e.g. the commit before the links, or
+# before the plugin became a folder of parts), with its default
+# preferences: compare it with "on".
 #
 # Reports the median wall and CPU (user + system) seconds per mode and the
-# ratios to "off". Nothing here is checked; the tests check correctness.
+# ratios to "off" (and to "base" with BASE_REV). Nothing here is checked;
+# the tests check correctness.
 #
 # Environment knobs: SKBS (default 60000), FLOWS (8), RUNS (5),
-# BASE_REV (unset: no third column).
+# BASE_REV (unset: no base mode), MODES (default "on off"; "base" is
+# added with BASE_REV), PASSES (default "2 1").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -19,6 +23,8 @@ SKBS=${SKBS:-60000}
 FLOWS=${FLOWS:-8}
 RUNS=${RUNS:-5}
 BASE_REV=${BASE_REV:-}
+read -r -a modes <<<"${MODES:-on off}"
+read -r -a passes_list <<<"${PASSES:-2 1}"
 
 command -v tshark >/dev/null || {
     echo "tshark not found: apt-get install tshark" >&2
@@ -31,9 +37,14 @@ cargo build --release -q -p tracer-e2e --example peer_trace
 TRACE="$WORK/trace.pcapng"
 frames=$(target/release/examples/peer_trace "$TRACE" "$SKBS" "$FLOWS")
 SCRIPT=wireshark/nettrace/nettrace.lua
-modes=(on off)
 if [[ -n $BASE_REV ]]; then
-    git show "$BASE_REV:wireshark/nettrace/nettrace.lua" >"$WORK/base.lua"
+    # The dissector as BASE_REV had it: the plugin folder (entry
+    # wireshark/nettrace/nettrace.lua, which loads the parts beside it) or,
+    # before there was one, the single file wireshark/nettrace.lua.
+    mkdir -p "$WORK/base"
+    git archive "$BASE_REV" wireshark | tar -x -C "$WORK/base"
+    BASE_SCRIPT=$WORK/base/wireshark/nettrace/nettrace.lua
+    [[ -f $BASE_SCRIPT ]] || BASE_SCRIPT=$WORK/base/wireshark/nettrace.lua
     modes+=(base)
 fi
 echo "# $frames, $(stat -c %s "$TRACE") bytes; tshark $(tshark --version 2>/dev/null | head -1 | awk '{print $3}'), $(nproc) cores, $RUNS runs"
@@ -44,7 +55,7 @@ run() {
     case $mode in
         on) args+=(-o nettrace.peer_links:TRUE) ;;
         off) args+=(-o nettrace.peer_links:FALSE) ;;
-        base) script=$WORK/base.lua ;;
+        base) script=$BASE_SCRIPT ;;
     esac
     [[ $passes == 2 ]] && args+=(-2)
     local TIMEFORMAT='%R %U %S' t
@@ -64,7 +75,7 @@ run() {
 
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-for passes in 2 1; do
+for passes in "${passes_list[@]}"; do
     declare -A wall=() cpu=()
     for _ in $(seq "$RUNS"); do
         for m in "${modes[@]}"; do
@@ -78,11 +89,17 @@ for passes in 2 1; do
     for m in "${modes[@]}"; do
         wm=$(tr ' ' '\n' <<<"${wall[$m]}" | grep . | median)
         cm=$(tr ' ' '\n' <<<"${cpu[$m]}" | grep . | median)
-        wo=$(tr ' ' '\n' <<<"${wall[off]}" | grep . | median)
-        co=$(tr ' ' '\n' <<<"${cpu[off]}" | grep . | median)
-        printf "  %-4s wall %6.2f s  cpu %6.2f s  cpu/off %.2f  wall/off %.2f  (cpu runs: %s)\n" \
-            "$m" "$wm" "$cm" "$(awk -v a="$cm" -v b="$co" 'BEGIN {print a / b}')" \
-            "$(awk -v a="$wm" -v b="$wo" 'BEGIN {print a / b}')" "${cpu[$m]% }"
+        ratios=""
+        for ref in off base; do
+            [[ -n ${cpu[$ref]:-} && $ref != "$m" ]] || continue
+            wr=$(tr ' ' '\n' <<<"${wall[$ref]}" | grep . | median)
+            cr=$(tr ' ' '\n' <<<"${cpu[$ref]}" | grep . | median)
+            ratios+=$(printf "  cpu/%s %.3f  wall/%s %.3f" "$ref" \
+                "$(awk -v a="$cm" -v b="$cr" 'BEGIN {print a / b}')" "$ref" \
+                "$(awk -v a="$wm" -v b="$wr" 'BEGIN {print a / b}')")
+        done
+        printf "  %-4s wall %6.2f s  cpu %6.2f s%s  (cpu runs: %s)\n" \
+            "$m" "$wm" "$cm" "$ratios" "${cpu[$m]% }"
     done
     unset wall cpu
 done

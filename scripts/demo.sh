@@ -30,6 +30,7 @@ LOSS_ONE_IN=${LOSS_ONE_IN:-20}
 PROBES=tx,rx,drops,tcp
 NS_C=ntr-demo-client NS_S=ntr-demo-server
 ADDR_C=10.210.0.1 ADDR_S=10.210.0.2
+# The dissector: the entry of its plugin folder (it loads the parts beside it).
 LUA=wireshark/nettrace/nettrace.lua
 # Each host's clock: offset_ns,drift_ppm (tracer-agent --simulate-oscillator,
 # a testing and demo facility: see docs/clock-model.md).
@@ -313,4 +314,4 @@ echo "   (both bounds lie near the -5 ms the oscillators started with; they cros
 echo "   moved by 80 µs per second of the run, more than the two one-way latencies that bound it)"
 echo "== what Prometheus scraped from the server's agent during the first run (--metrics, no trace needed)"
 cat "$OUT/metrics.txt"
-echo "== done: open $FILE in Wireshark with $LUA installed (see wireshark/README.md); $OUT/report.html in a browser"
+echo "== done: open $FILE in Wireshark with the plugin folder $(dirname "$LUA") installed (see wireshark/README.md); $OUT/report.html in a browser"

@@ -1,5 +1,6 @@
-//! Running tshark with the nettrace Lua dissector (`wireshark/nettrace/nettrace.lua`)
-//! and parsing what it prints.
+//! Running tshark with the nettrace Lua dissector (the plugin folder
+//! `wireshark/nettrace/`, through its entry `nettrace.lua`) and parsing what
+//! it prints.
 //!
 //! tshark exits 0 even when a Lua script fails to load or a Lua dissector
 //! raises an error, so every query here also checks stderr for Lua errors
@@ -21,12 +22,16 @@ pub const ERROR_FILTER: &str = "_ws.lua.error || _ws.malformed || _ws.expert.sev
 /// frame (a control character: no field value contains it).
 const AGGREGATOR: char = '\u{1f}';
 
-/// Path of the dissector script in this repository.
+/// The dissector's plugin folder in this repository: what an install copies
+/// whole into a Wireshark Lua plugin folder.
+pub fn dissector_dir() -> PathBuf {
+    repo_root().join("wireshark").join("nettrace")
+}
+
+/// The plugin's entry script, the one `-X lua_script:` names (it loads the
+/// other parts of its folder).
 pub fn dissector_path() -> PathBuf {
-    repo_root()
-        .join("wireshark")
-        .join("nettrace")
-        .join("nettrace.lua")
+    dissector_dir().join("nettrace.lua")
 }
 
 /// One decoded frame: field name -> every occurrence, in tree order.

@@ -22,7 +22,8 @@ use tracer_e2e::tshark::{Query, Row, Tshark};
 
 const PORT: u16 = 5311;
 /// Skbs the dissector keeps waiting for one socket stage, per flow
-/// (RX_MAX_PENDING in nettrace.lua): the oldest beyond it are let go.
+/// (RX_MAX_PENDING in wireshark/nettrace/nettrace_rx_links.lua): the
+/// oldest beyond it are let go.
 const MAX_PENDING: usize = 4096;
 const TCP: u8 = 6;
 

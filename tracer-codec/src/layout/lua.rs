@@ -1,5 +1,5 @@
-//! The dissector's layout tables: [`render_lua`] writes the Lua text that
-//! `wireshark/nettrace/nettrace.lua` holds between [`LUA_BEGIN`] and [`LUA_END`].
+//! The dissector's layout tables: [`render_lua`] writes the whole of
+//! [`LUA_LAYOUT_PATH`], the part of the Wireshark plugin that holds them.
 
 use std::fmt::Write as _;
 
@@ -15,10 +15,22 @@ use crate::wire::{
     RECORD_HEADER_LEN, WIRE_VERSION, WIRE_VERSION_1, WIRE_VERSION_2,
 };
 
-/// Marker lines around the generated part of `wireshark/nettrace/nettrace.lua`.
-pub const LUA_BEGIN: &str = "-- BEGIN GENERATED LAYOUT";
-/// End marker of the generated Lua part.
-pub const LUA_END: &str = "-- END GENERATED LAYOUT";
+/// The generated file of the Wireshark plugin, from the repository root.
+pub const LUA_LAYOUT_PATH: &str = "wireshark/nettrace/nettrace_layout.lua";
+
+/// The opening comment of [`LUA_LAYOUT_PATH`]: what it is, that it is
+/// generated and how to regenerate it.
+const LUA_LAYOUT_HEADER: &str = "\
+-- nettrace_layout.lua - nettrace dissector: the wire layouts it reads (offset,
+-- size and type of every header and event field, body lengths, kind numbers,
+-- name tables, versions, flags).
+--
+-- Generated whole from tracer-codec's layout tables by
+-- tracer_codec::layout::render_lua(): do not edit it by hand. Regenerate it
+-- with `UPDATE_GENERATED=1 cargo test -p tracer-codec` (a test fails while
+-- it is stale).
+";
+
 /// A Lua string literal.
 fn lua_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
@@ -56,20 +68,14 @@ fn lua_fields(o: &mut String, indent: &str, fields: &[Field]) {
     let _ = writeln!(o, "{indent}order = {{ {} }},", order.join(", "));
 }
 
-/// The dissector's layout tables: the Lua text between (and including)
-/// [`LUA_BEGIN`] and [`LUA_END`]. It defines one local, `LAYOUT`.
+/// The dissector's layout tables: the whole text of [`LUA_LAYOUT_PATH`], a
+/// chunk that returns one table (the plugin's entry, `nettrace.lua`, loads
+/// it; loaded on its own, as Wireshark does with every `.lua` file of a
+/// plugin folder, it does nothing).
 pub fn render_lua() -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{LUA_BEGIN}");
-    let _ = writeln!(
-        o,
-        "-- Do not edit by hand: rendered by tracer_codec::layout::render_lua();"
-    );
-    let _ = writeln!(
-        o,
-        "-- regenerate with `UPDATE_GENERATED=1 cargo test -p tracer-codec`."
-    );
-    let _ = writeln!(o, "local LAYOUT = {{");
+    o.push_str(LUA_LAYOUT_HEADER);
+    let _ = writeln!(o, "return {{");
     let _ = writeln!(o, "    wire_version = {WIRE_VERSION},");
     let _ = writeln!(o, "    wire_version_1 = {WIRE_VERSION_1},");
     let _ = writeln!(o, "    wire_version_2 = {WIRE_VERSION_2},");
@@ -128,6 +134,5 @@ pub fn render_lua() -> String {
     }
     let _ = writeln!(o, "    }},");
     let _ = writeln!(o, "}}");
-    let _ = write!(o, "{LUA_END}");
     o
 }

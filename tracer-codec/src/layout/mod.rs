@@ -5,8 +5,8 @@
 //! This is the one source of the layouts for everything after the agent:
 //! the event structs and their decoders are declared together with their
 //! field tables by the `wire_event!` macro (so they cannot drift), and
-//! the dissector's tables (`wireshark/nettrace/nettrace.lua`, between the
-//! `GENERATED` markers) and the field tables of `docs/wire-format.md` are
+//! the dissector's tables (the whole file [`LUA_LAYOUT_PATH`]) and the field
+//! tables of `docs/wire-format.md` (between its `GENERATED` markers) are
 //! rendered from here ([`render_lua`], [`render_markdown`]). A test fails
 //! when a checked-in rendering is stale; `UPDATE_GENERATED=1 cargo test -p
 //! tracer-codec` rewrites them.
@@ -27,7 +27,7 @@ pub use field::{
     field_offset, fields_len, place, EventLayout, Field, FieldType, HeaderLayout, NameTable,
     WireValue, FAMILY,
 };
-pub use lua::{render_lua, LUA_BEGIN, LUA_END};
+pub use lua::{render_lua, LUA_LAYOUT_PATH};
 pub use markdown::{render_markdown, splice_markdown, MarkdownTable, MD_BEGIN, MD_END};
 pub use registry::{
     ACK_LAYOUT, CAPTURE_HEADER, DATAGRAM_HEADER, EVENTS, NAME_TABLES, RECORD_HEADER,
@@ -38,27 +38,32 @@ pub use splice::splice;
 mod tests {
     use super::*;
 
-    /// Compares the generated part of a checked-in file with its rendering;
-    /// with `UPDATE_GENERATED=1` rewrites it instead.
+    /// Compares a checked-in file with what `render` makes of it (the whole
+    /// file, or the file with its generated part replaced); with
+    /// `UPDATE_GENERATED=1` writes the rendering instead.
     fn check_generated(rel: &str, render: impl Fn(&str) -> Result<String, String>) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
             .join(rel);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let spliced =
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            // A file generated whole can be generated anew.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => panic!("cannot read {}: {e}", path.display()),
+        };
+        let rendered =
             render(&text).unwrap_or_else(|m| panic!("{rel}: the marker line {m:?} is missing"));
-        if spliced == text {
+        if rendered == text {
             return;
         }
         if std::env::var_os("UPDATE_GENERATED").is_some_and(|v| v == "1") {
-            std::fs::write(&path, spliced)
+            std::fs::write(&path, rendered)
                 .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-            eprintln!("rewrote the generated part of {rel}");
+            eprintln!("rewrote the generated text of {rel}");
             return;
         }
         panic!(
-            "{rel} is stale: its generated part differs from tracer-codec's layout tables. \
+            "{rel} is stale: its generated text differs from tracer-codec's layout tables. \
              Regenerate it with `UPDATE_GENERATED=1 cargo test -p tracer-codec`, then \
              review and commit the change (and update the hand-written display code if a \
              field was added)."
@@ -67,9 +72,8 @@ mod tests {
 
     #[test]
     fn dissector_tables_are_current() {
-        check_generated("wireshark/nettrace/nettrace.lua", |t| {
-            splice(t, LUA_BEGIN, LUA_END, &render_lua()).ok_or_else(|| LUA_BEGIN.to_owned())
-        });
+        // Generated whole: whatever the file holds (even nothing) is replaced.
+        check_generated(LUA_LAYOUT_PATH, |_| Ok(render_lua()));
     }
 
     #[test]
