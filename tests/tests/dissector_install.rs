@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use dissector_common::*;
-use pcap_file::DataLink;
 use tracer_e2e::tshark::{dissector_dir, dissector_path, Tshark, ERROR_FILTER};
+use tracer_sink::LinkType;
 
 /// The UDP port the dissector registers by default.
 const DEFAULT_PORT: u16 = 7420;
@@ -159,7 +159,7 @@ fn golden_files(dir: &Path) -> Vec<PathBuf> {
         .collect();
     write_pcapng(
         &records,
-        DataLink::USER0,
+        LinkType::User0,
         &[AGENT_A.host, AGENT_B.host],
         &frames,
     );
@@ -173,7 +173,7 @@ fn golden_files(dir: &Path) -> Vec<PathBuf> {
             data: ethernet_udp(&datagram(&agent, seq as u64, 0, &events), DEFAULT_PORT),
         })
         .collect();
-    write_pcapng(&udp, DataLink::ETHERNET, &["lo"], &frames);
+    write_pcapng(&udp, LinkType::Ethernet, &["lo"], &frames);
     vec![records, udp]
 }
 
