@@ -33,6 +33,14 @@ pub enum Generate {
     Fish,
 }
 
+/// Whether the first argument after the program name is `--generate`.
+fn generate_first(args: &[OsString]) -> bool {
+    args.get(1).is_some_and(|a| {
+        let a = a.to_string_lossy();
+        a == "--generate" || a.starts_with("--generate=")
+    })
+}
+
 /// When the first argument of `args` (the program name first) is
 /// `--generate`: what it asks for, or clap's usage error. `None` otherwise:
 /// the binary parses its command line as usual.
@@ -41,8 +49,7 @@ pub fn asked(
     args: impl IntoIterator<Item = OsString>,
 ) -> Option<Result<Generate, clap::Error>> {
     let args: Vec<OsString> = args.into_iter().collect();
-    let first = args.get(1)?.to_string_lossy();
-    if first != "--generate" && !first.starts_with("--generate=") {
+    if !generate_first(&args) {
         return None;
     }
     let parser = Command::new("generate")
@@ -66,8 +73,14 @@ pub fn asked(
 /// output and exit (0; 2 on a usage error, as clap). Otherwise return, and
 /// the binary goes on.
 pub fn run_if_asked(cmd: impl FnOnce() -> Command) {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // Every normal start of the binary returns here, before its command
+    // is built once more than its own parser builds it.
+    if !generate_first(&args) {
+        return;
+    }
     let cmd = cmd();
-    let what = match asked(cmd.get_name(), std::env::args_os()) {
+    let what = match asked(cmd.get_name(), args) {
         None => return,
         Some(Ok(what)) => what,
         Some(Err(e)) => e.exit(),

@@ -23,7 +23,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
 use pcap_file::DataLink;
-use tracer_codec::CaptureHeader;
+use tracer_codec::{CaptureHeader, ClockSource};
 
 use crate::batch::AgentInfo;
 use crate::compression::Compression;
@@ -53,7 +53,7 @@ impl TraceAgent {
         TraceAgent {
             agent_id,
             host: host.to_owned(),
-            clock_source: 2,
+            clock_source: ClockSource::Sink as u8,
             incarnation: 0,
             source: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
         }
