@@ -34,6 +34,9 @@
 #          also read the skb's RX stamp and its clock type and call the
 #          TAI clock instead (-DREF_STAMP; not in the default MODES): the
 #          floor of the metrics mode's hooks, without the histogram update;
+#   hist   the stamp references that also add one to a per-CPU counter
+#          of their own (-DREF_HIST; not in the default MODES): the floor
+#          of a hook that keeps a histogram or counter, the metrics mode's;
 #   ring   the namespace references that also take a slot of a per-CPU
 #          ring and write a small record into it, committed last
 #          (-DREF_RING; not in the default MODES): the floor of a hook
@@ -106,7 +109,7 @@ A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
 CG=$CGROOT/ntr-rxb
-PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st PINR=/sys/fs/bpf/ntr-rxb-rg
+PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st PINH=/sys/fs/bpf/ntr-rxb-hs PINR=/sys/fs/bpf/ntr-rxb-rg
 LINKS=/sys/fs/bpf/ntr-rxb-links
 WORK=
 OLD_STATS=
@@ -130,7 +133,7 @@ kill_ns_procs() {
 }
 cleanup() {
     kill_ns_procs
-    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS" "$PINR"   # unpinning the links detaches the references
+    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS" "$PINH" "$PINR"   # unpinning the links detaches the references
     rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
@@ -158,12 +161,15 @@ CLANG=$(command -v clang-19 || command -v clang)
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/ns.o"
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_STAMP -I ebpf/include \
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/st.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_HIST -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/hs.o"
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_RING -I ebpf/include \
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/rg.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
 bpftool prog loadall "$WORK/clk.o" "$PINC"
 bpftool prog loadall "$WORK/ns.o" "$PINN"
 bpftool prog loadall "$WORK/st.o" "$PINS"
+bpftool prog loadall "$WORK/hs.o" "$PINH"
 bpftool prog loadall "$WORK/rg.o" "$PINR"
 mkdir -p "$CG"
 
@@ -200,7 +206,7 @@ sleep 0.5
 
 source bench/lib/measure.sh
 REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC") NS_IDS=$(pinned_ids "$PINN")
-ST_IDS=$(pinned_ids "$PINS") RG_IDS=$(pinned_ids "$PINR")
+ST_IDS=$(pinned_ids "$PINS") HS_IDS=$(pinned_ids "$PINH") RG_IDS=$(pinned_ids "$PINR")
 
 AGENT=0
 RUN_BIN=
@@ -279,6 +285,7 @@ start_mode() {
         clock) attach_refs "$PINC"; MODE_IDS=$CLK_IDS ;;
         netns) attach_refs "$PINN"; MODE_IDS=$NS_IDS ;;
         stamp) attach_refs "$PINS"; MODE_IDS=$ST_IDS ;;
+        hist) attach_refs "$PINH"; MODE_IDS=$HS_IDS ;;
         ring) attach_refs "$PINR"; MODE_IDS=$RG_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         metrics) start_metrics rx,drops; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -293,20 +300,20 @@ start_mode() {
 stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
-        ref|clock|netns|stamp|ring) rm -rf "$LINKS"; echo "0 0" ;;
+        ref|clock|netns|stamp|hist|ring) rm -rf "$LINKS"; echo "0 0" ;;
         metrics|malt|cpu) stop_agent; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
 }
-# Per-program deltas of one round: "mode hook ns_per_run runs" lines.
-hook_lines() { python3 - "$1" "$2" "$3" <<'PY'
+# Per-program deltas of one round: "mode hook ns_per_run runs round" lines.
+hook_lines() { python3 - "$1" "$2" "$3" "$4" <<'PY'
 import json, sys
-mode, a, b = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+mode, a, b, rnd = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 for name, (ns, cnt) in b.items():
     ns0, cnt0 = a.get(name, (0, 0))
     n = cnt - cnt0
     hook = name.split("_", 1)[1] if "_" in name else name
-    print(mode, hook, (ns - ns0) / n if n else 0, n)
+    print(mode, hook, (ns - ns0) / n if n else 0, n, rnd)
 PY
 }
 client() { inns $A iperf3 -c $AB "$@"; }
@@ -327,7 +334,7 @@ if ((ROUNDS > 0)); then
             wait $UDP || true
             m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
             p1=$(prog_stats $MODE_IDS)
-            [[ $mode == none ]] || hook_lines "$mode" "$p0" "$p1" >> "$WORK/hooks.txt"
+            [[ $mode == none ]] || hook_lines "$mode" "$p0" "$p1" "$r" >> "$WORK/hooks.txt"
             stop_mode "$mode" > "$WORK/extra"
             echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 ))" \
                 | tee -a "$WORK/cpu.txt"
@@ -419,6 +426,13 @@ if h:
           "copy": "skb_copy_datagram_iovec", "read_done": "sock_recv_length", "kfree_skb": "kfree_skb"}
     def ns(mode, hook): return [float(r[2]) for r in h if r[0] == mode and r[1] == hook and int(r[3]) > 0]
     def runs(mode, hook): return [int(r[3]) for r in h if r[0] == mode and r[1] == hook]
+    # Median of the per-round ratios: each round's agent beside the same
+    # round's reference, minutes apart at most, so the machine's drift
+    # over the run (which moves every hook's ns) cancels.
+    def paired(mode, base, hook):
+        by = lambda m: {r[4]: float(r[2]) for r in h if r[0] == m and r[1] == hook and int(r[3]) > 0}
+        a, b = by(mode), by(base)
+        return med([a[k] / b[k] for k in a if k in b and b[k] > 0])
     hooks_seen = [k for k in TP] + sorted({r[1] for r in h if r[1] not in TP})
     has_ns = any(r[0] == "netns" for r in h)
     if has_ns:
@@ -434,16 +448,25 @@ if h:
             ratio = f"{med(a)/ref:6.2f}" if ref == ref else "     -"
             cratio = f"{clk/ref:6.2f}" if ref == ref and clk == clk else "     -"
             aratio = f"{med(a)/clk:11.2f}" if clk == clk else "          -"
+            pc = paired(m, "clock", hk)
+            if pc == pc:
+                aratio += f" (paired {pc:4.2f})"
             extra = ""
             if has_ns and nsr == nsr:
                 nclk = f"{nsr/clk:11.2f}" if clk == clk else "          -"
                 extra = f" {nsr:9.1f} {nclk} {med(a)/nsr:11.2f}"
             str_ = med(ns("stamp", hk))
             if str_ == str_:
-                extra += f"  stamp ref {str_:7.1f} ({med(a)/str_:4.2f}x)"
+                extra += f"  stamp ref {str_:7.1f} ({med(a)/str_:4.2f}x, paired {paired(m, 'stamp', hk):4.2f}x;"
+                extra += f" stamp/clock paired {paired('stamp', 'clock', hk):4.2f}x)"
+            hs = med(ns("hist", hk))
+            if hs == hs:
+                extra += (f"  hist ref {hs:7.1f} (agent {med(a)/hs:4.2f}x it, paired {paired(m, 'hist', hk):4.2f}x;"
+                          f" hist/clock paired {paired('hist', 'clock', hk):4.2f}x)")
             rg = med(ns("ring", hk))
             if rg == rg and clk == clk:
-                extra += f"  ring ref {rg:7.1f} ({rg/clk:4.2f}x clock; agent {med(a)/rg:4.2f}x it)"
+                extra += (f"  ring ref {rg:7.1f} ({rg/clk:4.2f}x clock; agent {med(a)/rg:4.2f}x it,"
+                          f" paired {paired(m, 'ring', hk):4.2f}x)")
             print(f"    {TP.get(hk, hk):26s} {m:7s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:

@@ -51,11 +51,22 @@ const volatile __u8 by_iface = 0;	/* label RX histograms by ifindex */
 /* Last: its flow_filter after the small constants (see rx.bpf.c). */
 #include "filter.h"
 
-/* CLOCK_TAI - CLOCK_REALTIME, written by the agent at start and kept
- * current: an skb's REALTIME stamp is compared with the TAI clock, which
- * NTP slews exactly as it slews REALTIME, so the difference stays exact
- * between leap seconds (netstacklat does the same). */
-volatile __s64 tai_minus_real_ns = 0;
+/* CLOCK_TAI - CLOCK_REALTIME, written by the agent at start and whenever
+ * it changes: an skb's REALTIME stamp is compared with the TAI clock,
+ * which NTP slews exactly as it slews REALTIME, so the difference stays
+ * exact between leap seconds (netstacklat does the same).
+ *
+ * A one-entry array map, not a global: libbpf makes .bss a mmapable map,
+ * which the kernel allocates page by page outside its linear mapping, and
+ * that one load (its page's TLB entry gone by the next event) cost the
+ * RX hooks 15-40 ns each here (bench/rx-overhead.sh, malt against
+ * metrics); a small array's value is allocated with kmalloc. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} tai_offset SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -217,8 +228,14 @@ static __always_inline bool rx_latency(const struct sk_buff *skb, __u64 *lat)
 		now = bpf_ktime_get_ns();
 	} else {
 		now = bpf_ktime_get_tai_ns();
-		if (type == 0)
-			now -= tai_minus_real_ns;
+		if (type == 0) {
+			__u32 zero = 0;
+			__s64 *off = bpf_map_lookup_elem(&tai_offset, &zero);
+
+			if (!off)
+				return false;	/* cannot happen: key 0 of 1 */
+			now -= *off;
+		}
 	}
 	if ((__s64)(now - stamp) < 0) {
 		error(NT_MERR_FUTURE_STAMP);

@@ -25,30 +25,30 @@ struct nt_hist {
 	__u64 sum_ns;
 };
 
-/* floor(log2(v)) for v >= 1, in six compares: no loop for the verifier,
- * no count-leading-zeros instruction (BPF has none). */
-static __always_inline __u32 nt_log2_floor(__u64 v)
-{
-	__u32 r = 0;
-
-	if (v >> 32) { v >>= 32; r += 32; }
-	if (v >> 16) { v >>= 16; r += 16; }
-	if (v >> 8) { v >>= 8; r += 8; }
-	if (v >> 4) { v >>= 4; r += 4; }
-	if (v >> 2) { v >>= 2; r += 2; }
-	if (v >> 1) r += 1;
-	return r;
-}
-
 /* The bucket of `v` ns: ceil(log2(v)), 0 for v <= 1, NT_HIST_INF above
- * the last finite bound. */
+ * the last finite bound. For v >= 2 that is the number of significant
+ * bits of v - 1: every bit below the highest one is set (the shifts), then
+ * counted (a SWAR popcount). No branch depends on the value: a compare
+ * chain would mispredict at a hook whose latencies vary (one in two at
+ * each of its six steps), and BPF has no count-leading-zeros instruction. */
 static __always_inline __u32 nt_hist_bucket(__u64 v)
 {
+	__u64 x;
 	__u32 b;
 
 	if (v <= 1)
 		return 0;
-	b = nt_log2_floor(v - 1) + 1;
+	x = v - 1;
+	x |= x >> 1;
+	x |= x >> 2;
+	x |= x >> 4;
+	x |= x >> 8;
+	x |= x >> 16;
+	x |= x >> 32;
+	x -= (x >> 1) & 0x5555555555555555ULL;
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	b = (__u32)((x * 0x0101010101010101ULL) >> 56);
 	return b > NT_HIST_INF ? NT_HIST_INF : b;
 }
 

@@ -95,7 +95,9 @@ int main(void)
         let mut v = vec![0, 1, 2, 3, u64::MAX, u64::MAX - 1];
         for k in 0..64u32 {
             let p = 1u64 << k;
-            v.extend([p - 1, p, p + 1]);
+            // The edges, and values between them (the bit count of the
+            // branch-free bucket sees every bit pattern below the top).
+            v.extend([p - 1, p, p + 1, p + p / 2, p | ((p - 1) / 3)]);
         }
         v
     }

@@ -228,6 +228,8 @@ pub struct KernelMetrics<'obj> {
     skel: skel::MetricsSkel<'obj>,
     /// Keeps RX software stamping on while the RX hooks need skb->tstamp.
     _stamping: Option<std::os::fd::OwnedFd>,
+    /// The TAI - REALTIME offset the program has.
+    tai_written: i64,
 }
 
 /// The programs of each part, by name in metrics.bpf.c.
@@ -281,8 +283,9 @@ impl<'obj> KernelMetrics<'obj> {
             .hists_by
             .set_max_entries(if grouped { cfg.max_series.max(1) } else { 1 })
             .map_err(MetricsError::Load)?;
-        let mut skel = open.load().map_err(MetricsError::Load)?;
-        set_tai_offset(&mut skel);
+        let skel = open.load().map_err(MetricsError::Load)?;
+        let tai_written = tai_minus_realtime_ns();
+        set_tai_offset(&skel, tai_written)?;
         let maps = MetricMaps {
             hists: MapHandle::try_from(&skel.maps.hists).map_err(map_err("hists"))?,
             hists_by: MapHandle::try_from(&skel.maps.hists_by).map_err(map_err("hists_by"))?,
@@ -299,6 +302,7 @@ impl<'obj> KernelMetrics<'obj> {
             links: Vec::new(),
             skel,
             _stamping: stamping,
+            tai_written,
         };
         me.attach(cfg, &wanted)?;
         Ok((me, maps))
@@ -332,9 +336,25 @@ impl<'obj> KernelMetrics<'obj> {
     }
 
     /// Keep the TAI - REALTIME offset current (leap seconds, an operator
-    /// setting the TAI offset): cheap, called about once a second.
+    /// or ptp4l setting the TAI offset): two clock reads, and a map write
+    /// when it changed; called about once a second.
     pub fn refresh(&mut self) {
-        set_tai_offset(&mut self.skel);
+        let off = tai_minus_realtime_ns();
+        if off == self.tai_written {
+            return;
+        }
+        match set_tai_offset(&self.skel, off) {
+            Ok(()) => {
+                tracing::info!(
+                    from_s = self.tai_written / 1_000_000_000,
+                    to_s = off / 1_000_000_000,
+                    "TAI - UTC offset changed: RX latencies follow it"
+                );
+                self.tai_written = off;
+            }
+            // Tried again at the next refresh.
+            Err(e) => tracing::warn!("cannot update the TAI offset: {e}"),
+        }
     }
 
     /// The attached programs, for bpf_stats.
@@ -353,11 +373,12 @@ impl<'obj> KernelMetrics<'obj> {
     }
 }
 
-fn set_tai_offset(skel: &mut skel::MetricsSkel<'_>) {
-    let off = tai_minus_realtime_ns();
-    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
-        bss.tai_minus_real_ns = off;
-    }
+/// Write CLOCK_TAI - CLOCK_REALTIME into the program's `tai_offset` map.
+fn set_tai_offset(skel: &skel::MetricsSkel<'_>, off: i64) -> Result<(), MetricsError> {
+    skel.maps
+        .tai_offset
+        .update(&0u32.to_ne_bytes(), &off.to_ne_bytes(), MapFlags::ANY)
+        .map_err(map_err("tai_offset"))
 }
 
 /// CLOCK_TAI - CLOCK_REALTIME: the kernel keeps it a whole number of
