@@ -51,21 +51,24 @@ const volatile __u8 by_iface = 0;	/* label RX histograms by ifindex */
 /* Last: its flow_filter after the small constants (see rx.bpf.c). */
 #include "filter.h"
 
-/* CLOCK_TAI - CLOCK_REALTIME, written by the agent at start and whenever
- * it changes: an skb's REALTIME stamp is compared with the TAI clock,
- * which NTP slews exactly as it slews REALTIME, so the difference stays
- * exact between leap seconds (netstacklat does the same).
+/* CLOCK_TAI - CLOCK_REALTIME in whole seconds (the kernel keeps it
+ * within 0..100000), written by the agent at start and whenever it
+ * changes: an skb's REALTIME stamp is compared with the TAI clock, which
+ * NTP slews exactly as it slews REALTIME, so the difference stays exact
+ * between leap seconds (netstacklat does the same).
  *
- * A one-entry array map, not a global: libbpf makes .bss a mmapable map,
- * which the kernel allocates page by page outside its linear mapping, and
- * that one load (its page's TLB entry gone by the next event) cost the
- * RX hooks 15-40 ns each here (bench/rx-overhead.sh, malt against
- * metrics); a small array's value is allocated with kmalloc. */
+ * Read from here once per NT_TAI_RECHECK_SHIFT epoch (2^27 ns, 134 ms) per
+ * histogram and CPU, and kept in the histogram's own tai_state (hist.h),
+ * whose cache line the event writes anyway: a load of this map's line on
+ * every event cost each RX hook 15-50 ns here, as the .bss global did
+ * before it (bench/rx-overhead.sh, alternating builds). So a change
+ * reaches every hook within the agent's refresh (1 s) and one epoch. */
+#define NT_TAI_RECHECK_SHIFT 27
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __s64);
+	__type(value, __u32);
 } tai_offset SEC(".maps");
 
 struct {
@@ -188,18 +191,6 @@ static __always_inline struct nt_hist *hist_of(__u32 hook, __u32 netns,
 	return bpf_map_lookup_elem(&hists, &hook);
 }
 
-static __always_inline void observe(__u32 hook, __u32 netns, __u32 ifindex,
-				    __u64 v)
-{
-	struct nt_hist *h = hist_of(hook, netns, ifindex);
-	__u32 b = nt_hist_bucket(v);
-
-	if (!h || b >= NT_HIST_BUCKETS)
-		return;
-	h->count[b] += 1;
-	h->sum_ns += v;
-}
-
 static __always_inline void observe_atomic(__u32 hook, __u32 netns, __u64 v)
 {
 	struct nt_hist *h = hist_of(hook, netns, 0);
@@ -211,38 +202,60 @@ static __always_inline void observe_atomic(__u32 hook, __u32 netns, __u64 v)
 	__sync_fetch_and_add(&h->sum_ns, v);
 }
 
-/* Time since the skb's RX stamp, on the stamp's own clock
- * (skb->tstamp_type: 0 REALTIME, 1 MONOTONIC, 2 TAI). */
-static __always_inline bool rx_latency(const struct sk_buff *skb, __u64 *lat)
+/* CLOCK_TAI - CLOCK_REALTIME, ns, as `h` keeps it for this CPU: reread
+ * from the tai_offset map when the epoch of `now` (TAI) is not the one it
+ * was read in. tai_state: the epoch's low 32 bits, then the seconds. */
+static __always_inline __u64 tai_offset_ns(struct nt_hist *h, __u64 now)
+{
+	__u32 epoch = (__u32)(now >> NT_TAI_RECHECK_SHIFT);
+	__u64 st = h->tai_state;
+
+	if ((__u32)(st >> 32) != epoch) {
+		__u32 zero = 0, *src = bpf_map_lookup_elem(&tai_offset, &zero);
+
+		st = (__u64)epoch << 32 | (src ? *src : 0);
+		h->tai_state = st;
+	}
+	return (__u64)(__u32)st * 1000000000ULL;
+}
+
+/* The time since the skb's RX stamp, on the stamp's own clock
+ * (skb->tstamp_type: 0 REALTIME, 1 MONOTONIC, 2 TAI), into `hook`'s
+ * histogram. */
+static __always_inline void observe_rx(__u32 hook, __u32 netns, __u32 ifindex,
+				       const struct sk_buff *skb)
 {
 	__s64 stamp = skb->tstamp;
+	struct nt_hist *h;
+	__u64 now, v;
 	__u8 type;
-	__u64 now;
+	__u32 b;
 
 	if (!stamp) {
 		error(NT_MERR_NO_RX_STAMP);
-		return false;
+		return;
 	}
+	h = hist_of(hook, netns, ifindex);
+	if (!h)
+		return;
 	type = BPF_CORE_READ_BITFIELD(skb, tstamp_type);
 	if (type == 1) {
 		now = bpf_ktime_get_ns();
 	} else {
 		now = bpf_ktime_get_tai_ns();
-		if (type == 0) {
-			__u32 zero = 0;
-			__s64 *off = bpf_map_lookup_elem(&tai_offset, &zero);
-
-			if (!off)
-				return false;	/* cannot happen: key 0 of 1 */
-			now -= *off;
-		}
+		if (type == 0)
+			now -= tai_offset_ns(h, now);
 	}
 	if ((__s64)(now - stamp) < 0) {
 		error(NT_MERR_FUTURE_STAMP);
-		return false;
+		return;
 	}
-	*lat = now - stamp;
-	return true;
+	v = now - stamp;
+	b = nt_hist_bucket(v);
+	if (b >= NT_HIST_BUCKETS)
+		return;
+	h->count[b] += 1;
+	h->sum_ns += v;
 }
 
 static __always_inline void count_event(__u32 kind, __u32 detail, __u32 netns)
@@ -288,7 +301,6 @@ int BPF_PROG(metrics_stack_entry, struct sk_buff *skb)
 	struct net_device *dev = skb->dev;
 	__u32 netns;
 	__u16 proto;
-	__u64 lat;
 
 	if (!dev)
 		return 0;
@@ -298,8 +310,7 @@ int BPF_PROG(metrics_stack_entry, struct sk_buff *skb)
 	proto = bpf_ntohs(skb->protocol);
 	if (!is_ip(proto) || !skb_passes(skb, proto, false))
 		return 0;
-	if (rx_latency(skb, &lat))
-		observe(NT_HOOK_RX_STACK_ENTRY, netns, by_iface ? dev->ifindex : 0, lat);
+	observe_rx(NT_HOOK_RX_STACK_ENTRY, netns, by_iface ? dev->ifindex : 0, skb);
 	return 0;
 }
 
@@ -307,12 +318,10 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(metrics_tcp_input, struct sock *sk, struct sk_buff *skb)
 {
 	__u32 netns = sk_netns(sk);
-	__u64 lat;
 
 	if (other_netns(netns) || !sk_flow_matches(sk, false))
 		return 0;
-	if (rx_latency(skb, &lat))
-		observe(NT_HOOK_RX_TCP_INPUT, netns, by_iface ? skb->skb_iif : 0, lat);
+	observe_rx(NT_HOOK_RX_TCP_INPUT, netns, by_iface ? skb->skb_iif : 0, skb);
 	return 0;
 }
 
@@ -322,10 +331,8 @@ SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 {
 	struct sock *sk = skb->sk;
-	bool tcp = false;
 	__u32 netns;
 	__u16 proto;
-	__u64 lat;
 
 	if (sk) {
 		unsigned short f = sk->__sk_common.skc_family;
@@ -333,7 +340,6 @@ int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 		if (f != AF_INET && f != AF_INET6)
 			return 0;
 		netns = sk_netns(sk);
-		tcp = sk->sk_protocol == IPPROTO_TCP;
 	} else {
 		struct nsproxy *ns = bpf_get_current_task_btf()->nsproxy;
 
@@ -343,8 +349,10 @@ int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 	}
 	if (other_netns(netns))
 		return 0;
-	/* A TCP socket's skbs are IP: no protocol load for them. */
-	if (tcp) {
+	if (sk && sk_flow_surely_matches(sk)) {
+		/* No filter and not ours: nothing more to read. */
+	} else if (sk && sk->sk_protocol == IPPROTO_TCP) {
+		/* A TCP socket's flow is the socket's. */
 		if (!sk_flow_matches(sk, false))
 			return 0;
 	} else {
@@ -352,8 +360,7 @@ int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 		if (!is_ip(proto) || !skb_passes(skb, proto, false))
 			return 0;
 	}
-	if (rx_latency(skb, &lat))
-		observe(NT_HOOK_RX_COPY, netns, by_iface ? skb->skb_iif : 0, lat);
+	observe_rx(NT_HOOK_RX_COPY, netns, by_iface ? skb->skb_iif : 0, skb);
 	return 0;
 }
 

@@ -361,7 +361,7 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 {
 	struct sock *sk = skb->sk;
 	struct task_struct *task = NULL;
-	struct skb_flow f;
+	struct skb_flow f = {};	/* not undef: clang spills undef registers */
 	struct rx_record *r;
 	__u32 netns, cpu;
 	bool tcp = false;

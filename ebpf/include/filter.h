@@ -139,6 +139,17 @@ static __always_inline void filter_map4(__u32 *dst, __u32 a)
 }
 
 #ifdef __bpf__
+/* The socket's flow matches with nothing more to read: no --filter, and
+ * neither of its ports (in the socket's first cache line) is a nettrace
+ * endpoint's (self_port_either). */
+static __always_inline bool sk_flow_surely_matches(const struct sock *sk)
+{
+	const struct sock_common *c = &sk->__sk_common;
+
+	return !filter_on() &&
+	       (!self_on() || !self_port_either(c->skc_num, bpf_ntohs(c->skc_dport)));
+}
+
 /* The socket's flow. `local_is_src`: the local end is the source (sends,
  * TCP events); false: the remote end is (received packets). False for
  * nettrace's own traffic (self_traffic.h). */
@@ -149,6 +160,8 @@ static __always_inline bool sk_flow_matches(const struct sock *sk, bool local_is
 	__u32 *local, *remote;
 	__u16 lport, rport;
 
+	if (sk && sk_flow_surely_matches(sk))
+		return true;
 	if (!filter_on() &&
 	    (!self_on() || !sk || sk->sk_protocol != IPPROTO_UDP))
 		return true;

@@ -19,10 +19,13 @@
 #define NT_HIST_INF 37
 #define NT_HIST_BUCKETS (NT_HIST_INF + 1)
 
-/* One histogram: per-bucket counts and the sum of the values (ns). */
+/* One histogram: per-bucket counts and the sum of the values (ns), then
+ * a word the RX hooks keep their copy of the TAI offset in (metrics.bpf.c),
+ * next to the sum so that it shares its cache line. */
 struct nt_hist {
 	__u64 count[NT_HIST_BUCKETS];
 	__u64 sum_ns;
+	__u64 tai_state;
 };
 
 /* The bucket of `v` ns: ceil(log2(v)), 0 for v <= 1, NT_HIST_INF above

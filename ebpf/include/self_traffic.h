@@ -47,6 +47,10 @@ struct self_endpoint {
 
 /* Endpoints in use; 0: nettrace's own traffic is traced (--trace-self). */
 FILTER_CONFIG_QUAL __u32 self_n_endpoints = 0;
+/* Their ports (self_endpoints[i].port), beside the count in the first
+ * cache line of .rodata, so that a socket's ports are checked with no
+ * other line read (self_port_either). */
+FILTER_CONFIG_QUAL __u16 self_ports[SELF_MAX_ENDPOINTS] = {};
 /* Defined by filter.h after flow_filter. */
 extern FILTER_CONFIG_QUAL struct self_endpoint self_endpoints[SELF_MAX_ENDPOINTS];
 
@@ -73,6 +77,24 @@ static __always_inline bool self_end_matches(const volatile struct self_endpoint
 	return (a[0] == e->addr[0] && a[1] == e->addr[1] &&
 		a[2] == e->addr[2] && a[3] == e->addr[3]) ||
 	       self_addr_unspecified(a);
+}
+
+/* Could a flow with these two ports be nettrace's own? False is certain:
+ * no end of it is at an endpoint's port. A socket of ours always has one
+ * (the sink and the responder are bound to theirs, the agent's sockets
+ * connected to them), so a socket's two ports decide most flows before
+ * its protocol or addresses, on other cache lines, are read. */
+static __always_inline bool self_port_either(__u16 a, __u16 b)
+{
+	__u32 i;
+
+	for (i = 0; i < SELF_MAX_ENDPOINTS; i++) {
+		if (i >= self_n_endpoints)
+			break;
+		if (self_ports[i] == a || self_ports[i] == b)
+			return true;
+	}
+	return false;
 }
 
 /* Is this flow nettrace's own? Addresses as filter.h compares them

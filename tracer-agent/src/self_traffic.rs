@@ -179,6 +179,9 @@ macro_rules! write_self_traffic {
             d.port = e.port;
             d.any_addr = u8::from(e.any_addr);
         }
+        for (d, e) in ro.self_ports.iter_mut().zip(&table.endpoints) {
+            *d = e.port;
+        }
     }};
 }
 
@@ -311,7 +314,8 @@ mod tests {
     /// every probe makes), compiled for the host: each stdin line is the
     /// table (count, then all SELF_MAX_ENDPOINTS entries), whether a
     /// match-everything `--filter` is on, and a flow; each output line
-    /// whether the flow is kept.
+    /// whether the flow is kept, then whether self_port_either (the ports
+    /// check sockets get first) says it could be ours.
     const C_EVAL: &str = r#"
 #include "filter.h"
 static unsigned u(void) { unsigned v = 0; if (scanf("%u", &v) != 1) v = 0; return v; }
@@ -324,6 +328,7 @@ int main(void) {
 			struct self_endpoint *e = &self_endpoints[i];
 			for (int w = 0; w < 4; w++) e->addr[w] = u();
 			e->port = u(); e->any_addr = u();
+			self_ports[i] = e->port;
 		}
 		memset(&flow_filter, 0, sizeof(flow_filter));
 		if (u()) {
@@ -336,7 +341,8 @@ int main(void) {
 		f.family = u(); f.sport = u(); f.dport = u(); f.l4proto = u();
 		for (int b = 0; b < 16; b++) f.saddr[b] = u();
 		for (int b = 0; b < 16; b++) f.daddr[b] = u();
-		printf("%d\n", skb_flow_parsed_matches(&f, false));
+		printf("%d %d\n", skb_flow_parsed_matches(&f, false),
+		       self_port_either(f.sport, f.dport));
 	}
 	return 0;
 }
@@ -349,6 +355,19 @@ int main(void) {
     /// Is each flow kept, with `table` (its first `n` entries in use) and,
     /// if `filter`, a `--filter` every flow matches?
     fn bpf_kept(table: &[SelfEndpoint], n: usize, filter: bool, flows: &[Flow]) -> Vec<bool> {
+        bpf_eval(table, n, filter, flows)
+            .into_iter()
+            .map(|(kept, _)| kept)
+            .collect()
+    }
+
+    /// (kept, could be ours by its ports) per flow.
+    fn bpf_eval(
+        table: &[SelfEndpoint],
+        n: usize,
+        filter: bool,
+        flows: &[Flow],
+    ) -> Vec<(bool, bool)> {
         use std::fmt::Write as _;
         assert!(table.len() <= MAX_ENDPOINTS && n <= table.len());
         let mut input = String::new();
@@ -384,7 +403,7 @@ int main(void) {
         }
         crate::host_c::run_header_program(C_EVAL, &input)
             .lines()
-            .map(|l| l == "1")
+            .map(|l| (l.starts_with('1'), l.ends_with('1')))
             .collect()
     }
 
@@ -476,5 +495,29 @@ int main(void) {
         let to_responder = ("10.0.0.1", 40001, "10.0.0.2", 7421, UDP);
         assert_eq!(bpf_kept(&table, 1, false, &[to_responder]), [true]);
         assert_eq!(bpf_kept(&table, 2, false, &[to_responder]), [false]);
+    }
+
+    #[test]
+    fn the_ports_check_never_clears_a_flow_that_is_ours() {
+        let table = [ep("10.0.0.2", 7420, false), ep("10.0.0.7", 7430, true)];
+        let flows: &[Flow] = &[
+            ("10.0.0.1", 40000, "10.0.0.2", 7420, UDP),
+            ("10.0.0.2", 7420, "10.0.0.1", 40000, UDP),
+            ("10.0.0.1", 40000, "10.0.0.3", 7420, UDP),
+            ("10.0.0.1", 7430, "10.0.0.3", 53, UDP),
+            ("10.0.0.1", 40000, "10.0.0.2", 7420, TCP),
+            ("10.0.0.1", 40000, "10.0.0.2", 7421, UDP),
+            ("10.0.0.1", 5000, "10.0.0.2", 80, TCP),
+        ];
+        for n in 0..=table.len() {
+            let ports: Vec<u16> = table[..n].iter().map(|e| e.port).collect();
+            for (flow, (kept, either)) in flows.iter().zip(bpf_eval(&table, n, false, flows)) {
+                let (_, sp, _, dp, _) = *flow;
+                let want = ports.contains(&sp) || ports.contains(&dp);
+                assert_eq!(either, want, "{flow:?} with {n} endpoints");
+                // What the check clears is kept by the full one too.
+                assert!(either || kept, "{flow:?} with {n} endpoints");
+            }
+        }
     }
 }

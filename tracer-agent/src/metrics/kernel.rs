@@ -27,7 +27,8 @@ use skel::types::{
 const DROP_REASONS: usize = std::mem::size_of::<nt_drops>() / 8;
 
 // The Rust reader's sizes are the C side's.
-const _: () = assert!(std::mem::size_of::<nt_hist>() == (BUCKETS + 1) * 8);
+// The counts, the sum, then the program's own TAI word (not read here).
+const _: () = assert!(std::mem::size_of::<nt_hist>() == (BUCKETS + 2) * 8);
 const _: () = assert!(nt_metric_hook::NT_HOOK_MAX.0 as usize == super::names::HOOKS.len());
 const _: () = assert!(nt_metric_error::NT_MERR_MAX.0 as usize == super::names::ERRORS.len());
 const _: () = assert!(std::mem::size_of::<nt_hist_key>() == 16);
@@ -228,8 +229,8 @@ pub struct KernelMetrics<'obj> {
     skel: skel::MetricsSkel<'obj>,
     /// Keeps RX software stamping on while the RX hooks need skb->tstamp.
     _stamping: Option<std::os::fd::OwnedFd>,
-    /// The TAI - REALTIME offset the program has.
-    tai_written: i64,
+    /// The TAI - REALTIME offset (s) the program has.
+    tai_written: u32,
 }
 
 /// The programs of each part, by name in metrics.bpf.c.
@@ -284,7 +285,7 @@ impl<'obj> KernelMetrics<'obj> {
             .set_max_entries(if grouped { cfg.max_series.max(1) } else { 1 })
             .map_err(MetricsError::Load)?;
         let skel = open.load().map_err(MetricsError::Load)?;
-        let tai_written = tai_minus_realtime_ns();
+        let tai_written = tai_minus_realtime_s();
         set_tai_offset(&skel, tai_written)?;
         let maps = MetricMaps {
             hists: MapHandle::try_from(&skel.maps.hists).map_err(map_err("hists"))?,
@@ -339,15 +340,15 @@ impl<'obj> KernelMetrics<'obj> {
     /// or ptp4l setting the TAI offset): two clock reads, and a map write
     /// when it changed; called about once a second.
     pub fn refresh(&mut self) {
-        let off = tai_minus_realtime_ns();
+        let off = tai_minus_realtime_s();
         if off == self.tai_written {
             return;
         }
         match set_tai_offset(&self.skel, off) {
             Ok(()) => {
                 tracing::info!(
-                    from_s = self.tai_written / 1_000_000_000,
-                    to_s = off / 1_000_000_000,
+                    from_s = self.tai_written,
+                    to_s = off,
                     "TAI - UTC offset changed: RX latencies follow it"
                 );
                 self.tai_written = off;
@@ -373,22 +374,24 @@ impl<'obj> KernelMetrics<'obj> {
     }
 }
 
-/// Write CLOCK_TAI - CLOCK_REALTIME into the program's `tai_offset` map.
-fn set_tai_offset(skel: &skel::MetricsSkel<'_>, off: i64) -> Result<(), MetricsError> {
+/// Write CLOCK_TAI - CLOCK_REALTIME (s) into the program's `tai_offset`
+/// map, which each RX hook rereads every 134 ms.
+fn set_tai_offset(skel: &skel::MetricsSkel<'_>, secs: u32) -> Result<(), MetricsError> {
     skel.maps
         .tai_offset
-        .update(&0u32.to_ne_bytes(), &off.to_ne_bytes(), MapFlags::ANY)
+        .update(&0u32.to_ne_bytes(), &secs.to_ne_bytes(), MapFlags::ANY)
         .map_err(map_err("tai_offset"))
 }
 
-/// CLOCK_TAI - CLOCK_REALTIME: the kernel keeps it a whole number of
-/// seconds, so the two reads' gap rounds away.
-pub fn tai_minus_realtime_ns() -> i64 {
+/// CLOCK_TAI - CLOCK_REALTIME, s: the kernel keeps it a whole number of
+/// seconds within 0..100000, so the two reads' gap rounds away.
+fn tai_minus_realtime_s() -> u32 {
     use clocksync::bracket::now_ns;
     use clocksync::ClockId;
     let (Ok(real), Ok(tai)) = (now_ns(ClockId::Realtime), now_ns(ClockId::Tai)) else {
         return 0;
     };
-    let secs = ((tai as f64 - real as f64) / 1e9).round() as i64;
-    secs * 1_000_000_000
+    ((tai as f64 - real as f64) / 1e9)
+        .round()
+        .clamp(0.0, f64::from(u32::MAX)) as u32
 }
