@@ -52,6 +52,29 @@ impl Drop for RestoreTai {
     }
 }
 
+/// NT_TAI_RECHECK_SHIFT of ebpf/metrics.bpf.c: a hook rereads the offset
+/// when CLOCK_TAI >> this is not what it was at its last read.
+const TAI_RECHECK_SHIFT: u32 = 27;
+
+/// Until CLOCK_TAI enters its next recheck epoch: every copy of the offset
+/// a hook kept before now is stale from then on, and its next event
+/// rereads the map.
+fn wait_next_epoch() {
+    // SAFETY: timespec is plain data; zero is a valid value.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: ts is a valid, writable timespec for the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_TAI, &mut ts) };
+    assert_eq!(
+        r,
+        0,
+        "clock_gettime(CLOCK_TAI): {}",
+        std::io::Error::last_os_error()
+    );
+    let now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    let next = ((now >> TAI_RECHECK_SHIFT) + 1) << TAI_RECHECK_SHIFT;
+    std::thread::sleep(Duration::from_nanos(next - now));
+}
+
 /// TCP round trips over the namespace's loopback: every skb passes the
 /// three RX hooks.
 fn traffic(ns: &str) {
@@ -157,12 +180,12 @@ fn rx_latency_follows_the_kernel_tai_offset() {
 
     // A change under the running agent (a leap second, ptp4l setting the
     // offset after the agent started): the agent writes it within its
-    // refresh (1 s), and each hook rereads it within 134 ms. Skbs stamped
-    // meanwhile are off by the change (docs/metrics.md says so): they are
-    // left out of the comparison.
+    // refresh (1 s), and each hook rereads it at its first event of the
+    // next epoch. Skbs stamped meanwhile are off by the change
+    // (docs/metrics.md says so): they are left out of the comparison.
     set_tai_offset(first - 27);
     agent.wait_stderr("TAI - UTC offset changed", Duration::from_secs(10));
-    std::thread::sleep(Duration::from_millis(300));
+    wait_next_epoch();
     let changed = scrape(&pair.a);
     traffic(&pair.a);
     let two = scrape(&pair.a);
