@@ -48,6 +48,10 @@ const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
 const volatile __u64 sample_threshold = NT_SAMPLE_ALL; /* TX only, sample.h */
 const volatile __u8 by_netns = 0;	/* label histograms and counters by netns */
 const volatile __u8 by_iface = 0;	/* label RX histograms by ifindex */
+/* The TAI offset (below) when the agent loaded the program, seconds: the
+ * RX hooks choose their bucket with it before they read the current one,
+ * which is kept in that bucket (observe_rx). */
+const volatile __u32 tai_offset_at_load = 0;
 /* Last: its flow_filter after the small constants (see rx.bpf.c). */
 #include "filter.h"
 
@@ -58,11 +62,11 @@ const volatile __u8 by_iface = 0;	/* label RX histograms by ifindex */
  * between leap seconds (netstacklat does the same).
  *
  * Read from here once per NT_TAI_RECHECK_SHIFT epoch (2^27 ns, 134 ms) per
- * histogram and CPU, and kept in the histogram's own tai_state (hist.h),
- * whose cache line the event writes anyway: a load of this map's line on
- * every event cost each RX hook 15-50 ns here, as the .bss global did
- * before it (bench/rx-overhead.sh, alternating builds). So a change
- * reaches every hook within the agent's refresh (1 s) and one epoch. */
+ * bucket and CPU, and kept in the bucket's own tai_state (hist.h), whose
+ * cache line the event writes anyway: a load of this map's line on every
+ * event cost each RX hook 15-50 ns here, as the .bss global did before it
+ * (bench/rx-overhead.sh, alternating builds). So a change reaches every
+ * hook within the agent's refresh (1 s) and one epoch. */
 #define NT_TAI_RECHECK_SHIFT 27
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -71,9 +75,16 @@ struct {
 	__type(value, __u32);
 } tai_offset SEC(".maps");
 
+/* Without grouping: one histogram per CPU and hook, at key
+ * cpu * NT_HOOK_MAX + hook (sized by the agent for the possible CPUs). A
+ * plain array rather than a per-CPU one because its values are laid out
+ * from a page boundary when it is mmapable, so that every bucket (32
+ * bytes) lies within one cache line; a per-CPU array's values are only
+ * 8-byte aligned. Each row is whole cache lines, so no two CPUs share one. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NT_HOOK_MAX);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, NT_HOOK_MAX);	/* x possible CPUs, by the agent */
 	__type(key, __u32);
 	__type(value, struct nt_hist);
 } hists SEC(".maps");
@@ -125,6 +136,11 @@ struct {
 	__type(value, struct tx_times);
 } tx_inflight SEC(".maps");
 
+/* Never written: a zero histogram, the first value of a new label
+ * set's slot in hists_by (too large for the stack); its BTF also gives the
+ * agent the histogram's layout. */
+struct nt_hist hist_zero SEC(".bss") __attribute__((used));
+
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 extern int bpf_sock_ops_enable_tx_tstamp(struct bpf_sock_ops_kern *skops,
 					 u64 flags) __ksym;
@@ -168,7 +184,6 @@ static __always_inline struct nt_hist *hist_of(__u32 hook, __u32 netns,
 	struct nt_hist *h;
 
 	if (by_netns || by_iface) {
-		struct nt_hist zero = {};
 		struct nt_hist_key key = {
 			.hook = hook,
 			.netns = by_netns ? netns : 0,
@@ -182,12 +197,13 @@ static __always_inline struct nt_hist *hist_of(__u32 hook, __u32 netns,
 		 * others' from zero too. The update fails when the map is full
 		 * (or another CPU made the key meanwhile, which the lookup
 		 * after it finds). */
-		bpf_map_update_elem(&hists_by, &key, &zero, BPF_NOEXIST);
+		bpf_map_update_elem(&hists_by, &key, &hist_zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(&hists_by, &key);
 		if (h)
 			return h;
 		error(NT_MERR_SERIES_FULL);
 	}
+	hook += bpf_get_smp_processor_id() * NT_HOOK_MAX;
 	return bpf_map_lookup_elem(&hists, &hook);
 }
 
@@ -198,38 +214,43 @@ static __always_inline void observe_atomic(__u32 hook, __u32 netns, __u64 v)
 
 	if (!h || b >= NT_HIST_BUCKETS)
 		return;
-	__sync_fetch_and_add(&h->count[b], 1);
-	__sync_fetch_and_add(&h->sum_ns, v);
+	__sync_fetch_and_add(&h->b[b].count, 1);
+	__sync_fetch_and_add(&h->b[b].sum_ns, v);
 }
 
-/* CLOCK_TAI - CLOCK_REALTIME, ns, as `h` keeps it for this CPU: reread
+/* The TAI offset in seconds as bucket `c` keeps it for this CPU: reread
  * from the tai_offset map when the epoch of `now` (TAI) is not the one it
  * was read in. tai_state: the epoch's low 32 bits, then the seconds. */
-static __always_inline __u64 tai_offset_ns(struct nt_hist *h, __u64 now)
+static __always_inline __u32 tai_offset_s(struct nt_bucket *c, __u64 now)
 {
 	__u32 epoch = (__u32)(now >> NT_TAI_RECHECK_SHIFT);
-	__u64 st = h->tai_state;
+	__u64 st = c->tai_state;
 
 	if ((__u32)(st >> 32) != epoch) {
 		__u32 zero = 0, *src = bpf_map_lookup_elem(&tai_offset, &zero);
 
 		st = (__u64)epoch << 32 | (src ? *src : 0);
-		h->tai_state = st;
+		c->tai_state = st;
 	}
-	return (__u64)(__u32)st * 1000000000ULL;
+	return (__u32)st;
 }
 
 /* The time since the skb's RX stamp, on the stamp's own clock
  * (skb->tstamp_type: 0 REALTIME, 1 MONOTONIC, 2 TAI), into `hook`'s
- * histogram. */
+ * histogram. A REALTIME stamp is compared with the TAI clock less the
+ * offset: the bucket is first chosen with the offset at load, and the
+ * current one read from that bucket's line, which the event writes anyway;
+ * only when the two differ (the offset changed since load) is the value
+ * recomputed, and a second line touched. */
 static __always_inline void observe_rx(__u32 hook, __u32 netns, __u32 ifindex,
 				       const struct sk_buff *skb)
 {
 	__s64 stamp = skb->tstamp;
+	struct nt_bucket *c;
 	struct nt_hist *h;
 	__u64 now, v;
+	__u32 b, off;
 	__u8 type;
-	__u32 b;
 
 	if (!stamp) {
 		error(NT_MERR_NO_RX_STAMP);
@@ -241,21 +262,33 @@ static __always_inline void observe_rx(__u32 hook, __u32 netns, __u32 ifindex,
 	type = BPF_CORE_READ_BITFIELD(skb, tstamp_type);
 	if (type == 1) {
 		now = bpf_ktime_get_ns();
+		v = now - stamp;
 	} else {
 		now = bpf_ktime_get_tai_ns();
+		v = now - stamp;
 		if (type == 0)
-			now -= tai_offset_ns(h, now);
+			v -= (__u64)tai_offset_at_load * 1000000000ULL;
 	}
-	if ((__s64)(now - stamp) < 0) {
-		error(NT_MERR_FUTURE_STAMP);
-		return;
-	}
-	v = now - stamp;
 	b = nt_hist_bucket(v);
 	if (b >= NT_HIST_BUCKETS)
 		return;
-	h->count[b] += 1;
-	h->sum_ns += v;
+	c = &h->b[b];
+	if (type == 0) {
+		off = tai_offset_s(c, now);
+		if (off != tai_offset_at_load) {
+			v = now - stamp - (__u64)off * 1000000000ULL;
+			b = nt_hist_bucket(v);
+			if (b >= NT_HIST_BUCKETS)
+				return;
+			c = &h->b[b];
+		}
+	}
+	if ((__s64)v < 0) {
+		error(NT_MERR_FUTURE_STAMP);
+		return;
+	}
+	c->count += 1;
+	c->sum_ns += v;
 }
 
 static __always_inline void count_event(__u32 kind, __u32 detail, __u32 netns)
@@ -559,7 +592,6 @@ int metrics_tx(struct bpf_sock_ops *skops)
 enum nt_metric_hook metrics_hook_values SEC(".bss") __attribute__((used));
 enum nt_count_kind metrics_count_values SEC(".bss") __attribute__((used));
 enum nt_metric_error metrics_error_values SEC(".bss") __attribute__((used));
-struct nt_hist metrics_hist_layout SEC(".bss") __attribute__((used));
 struct nt_hist_key metrics_hist_key_layout SEC(".bss") __attribute__((used));
 struct nt_count_key metrics_count_key_layout SEC(".bss") __attribute__((used));
 struct nt_drops metrics_drops_layout SEC(".bss") __attribute__((used));

@@ -9,6 +9,9 @@
 pub const BUCKETS: usize = 38;
 /// Index of the `+Inf` bucket (NT_HIST_INF).
 pub const INF: usize = BUCKETS - 1;
+/// Bytes of one bucket (`struct nt_bucket`): its count, its sum, then two
+/// words the program keeps for itself.
+pub const BUCKET_BYTES: usize = 32;
 
 /// One histogram as the kernel keeps it, summed over CPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,16 +32,14 @@ impl Default for Hist {
 }
 
 impl Hist {
-    /// Add one CPU's value: BUCKETS counts then the sum, native-endian
-    /// u64 words (`struct nt_hist`). Short input adds what it has.
-    pub fn add_words(&mut self, bytes: &[u8]) {
-        for (i, w) in bytes.chunks_exact(8).enumerate().take(BUCKETS + 1) {
-            let v = u64::from_ne_bytes(w.try_into().expect("chunks of 8"));
-            if i < BUCKETS {
-                self.counts[i] = self.counts[i].wrapping_add(v);
-            } else {
-                self.sum_ns = self.sum_ns.wrapping_add(v);
-            }
+    /// Add one CPU's histogram (`struct nt_hist`): per bucket, a count and
+    /// a sum of native-endian u64, then two words not read here. Short
+    /// input adds the whole buckets it has.
+    pub fn add_buckets(&mut self, bytes: &[u8]) {
+        let word = |b: &[u8]| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"));
+        for (n, b) in self.counts.iter_mut().zip(bytes.chunks_exact(BUCKET_BYTES)) {
+            *n = n.wrapping_add(word(b));
+            self.sum_ns = self.sum_ns.wrapping_add(word(&b[8..]));
         }
     }
 
@@ -135,13 +136,20 @@ int main(void)
         let mut h = Hist::default();
         let mut cpu = Vec::new();
         for k in 0..BUCKETS as u64 {
-            cpu.extend_from_slice(&k.to_ne_bytes());
+            // count k, sum 10 (1000 in all), and the program's own words,
+            // which are not values.
+            for w in [k, 10 + 620 * u64::from(k == 7), u64::MAX, 7] {
+                cpu.extend_from_slice(&w.to_ne_bytes());
+            }
         }
-        cpu.extend_from_slice(&1000u64.to_ne_bytes());
-        h.add_words(&cpu);
-        h.add_words(&cpu);
+        h.add_buckets(&cpu);
+        h.add_buckets(&cpu);
         assert_eq!(h.counts[5], 10);
         assert_eq!(h.sum_ns, 2000);
+        // A cut-off row adds its whole buckets only.
+        let mut part = Hist::default();
+        part.add_buckets(&cpu[..2 * BUCKET_BYTES + 12]);
+        assert_eq!((part.count(), part.sum_ns), (1, 20));
         assert_eq!(h.count(), 2 * (0..BUCKETS as u64).sum::<u64>());
         let b = h.buckets_seconds();
         assert_eq!(b.len(), BUCKETS);

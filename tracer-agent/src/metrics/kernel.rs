@@ -12,7 +12,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 
 use super::error::MetricsError;
-use super::hist::{Hist, BUCKETS};
+use super::hist::{Hist, BUCKETS, BUCKET_BYTES};
 use super::parts::MetricParts;
 use crate::filter::FlowFilter;
 use crate::self_traffic::SelfTraffic;
@@ -27,8 +27,10 @@ use skel::types::{
 const DROP_REASONS: usize = std::mem::size_of::<nt_drops>() / 8;
 
 // The Rust reader's sizes are the C side's.
-// The counts, the sum, then the program's own TAI word (not read here).
-const _: () = assert!(std::mem::size_of::<nt_hist>() == (BUCKETS + 2) * 8);
+// Buckets of a count, a sum and two words of the program's own; whole
+// cache lines, so that the rows of `hists` keep each bucket in one line.
+const _: () = assert!(std::mem::size_of::<nt_hist>() == BUCKETS * BUCKET_BYTES);
+const _: () = assert!(std::mem::size_of::<nt_hist>() % 64 == 0);
 const _: () = assert!(nt_metric_hook::NT_HOOK_MAX.0 as usize == super::names::HOOKS.len());
 const _: () = assert!(nt_metric_error::NT_MERR_MAX.0 as usize == super::names::ERRORS.len());
 const _: () = assert!(std::mem::size_of::<nt_hist_key>() == 16);
@@ -100,7 +102,10 @@ pub struct KernelReading {
 /// Handles of the program's maps, for the reader on another thread.
 #[derive(Debug)]
 pub struct MetricMaps {
+    /// One histogram per CPU and hook (key cpu * hooks + hook).
     hists: MapHandle,
+    /// CPUs `hists` has rows for.
+    cpus: u32,
     hists_by: MapHandle,
     counts: MapHandle,
     drops: MapHandle,
@@ -122,7 +127,7 @@ fn sum_words(per_cpu: &[Vec<u8>]) -> u64 {
 fn sum_hist(per_cpu: &[Vec<u8>]) -> Hist {
     let mut h = Hist::default();
     for cpu in per_cpu {
-        h.add_words(cpu);
+        h.add_buckets(cpu);
     }
     h
 }
@@ -139,13 +144,19 @@ impl MetricMaps {
     /// Read every map once (a few syscalls per series).
     pub fn read(&self) -> Result<KernelReading, MetricsError> {
         let mut out = KernelReading::default();
-        for hook in 0..super::names::HOOKS.len() as u32 {
-            let per_cpu = self
-                .hists
-                .lookup_percpu(&hook.to_ne_bytes(), MapFlags::ANY)
-                .map_err(map_err("hists"))?
-                .unwrap_or_default();
-            let hist = sum_hist(&per_cpu);
+        let hooks = super::names::HOOKS.len() as u32;
+        for hook in 0..hooks {
+            let mut hist = Hist::default();
+            for cpu in 0..self.cpus {
+                let key = cpu * hooks + hook;
+                if let Some(row) = self
+                    .hists
+                    .lookup(&key.to_ne_bytes(), MapFlags::ANY)
+                    .map_err(map_err("hists"))?
+                {
+                    hist.add_buckets(&row);
+                }
+            }
             if hist.count() > 0 {
                 out.series.push(Series {
                     hook,
@@ -267,7 +278,11 @@ impl<'obj> KernelMetrics<'obj> {
         let mut open = skel::MetricsSkelBuilder::default()
             .open(object)
             .map_err(MetricsError::Load)?;
+        // The hooks choose a REALTIME stamp's bucket with this value, then
+        // check it against the map's.
+        let tai_written = tai_minus_realtime_s();
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.tai_offset_at_load = tai_written;
             ro.target_netns = cfg.target_netns;
             ro.sample_threshold = cfg.sample_threshold;
             ro.by_netns = u8::from(cfg.by_netns);
@@ -279,16 +294,21 @@ impl<'obj> KernelMetrics<'obj> {
             let name = prog.name().to_string_lossy().into_owned();
             prog.set_autoload(wanted.iter().any(|w| *w == name));
         }
+        let cpus = libbpf_rs::num_possible_cpus().map_err(MetricsError::Load)? as u32;
+        open.maps
+            .hists
+            .set_max_entries(cpus * super::names::HOOKS.len() as u32)
+            .map_err(MetricsError::Load)?;
         let grouped = cfg.by_netns || cfg.by_iface;
         open.maps
             .hists_by
             .set_max_entries(if grouped { cfg.max_series.max(1) } else { 1 })
             .map_err(MetricsError::Load)?;
         let skel = open.load().map_err(MetricsError::Load)?;
-        let tai_written = tai_minus_realtime_s();
         set_tai_offset(&skel, tai_written)?;
         let maps = MetricMaps {
             hists: MapHandle::try_from(&skel.maps.hists).map_err(map_err("hists"))?,
+            cpus,
             hists_by: MapHandle::try_from(&skel.maps.hists_by).map_err(map_err("hists_by"))?,
             counts: MapHandle::try_from(&skel.maps.counts).map_err(map_err("counts"))?,
             drops: MapHandle::try_from(&skel.maps.drops).map_err(map_err("drops"))?,
