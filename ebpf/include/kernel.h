@@ -207,6 +207,7 @@ struct sk_buff {
 	__u8 tstamp_type: 2;
 	int skb_iif;
 	__be16 protocol;
+	__u16 transport_header;
 	__u16 network_header;
 	unsigned char *head;
 	unsigned int end;	/* offset from head on 64-bit kernels */

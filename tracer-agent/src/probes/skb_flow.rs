@@ -354,3 +354,140 @@ fn flows_of_built_packets() {
         assert_eq!(got, want, "{what}");
     }
 }
+
+/// The tx probe's range reader against the parser: one line per case
+/// ("ethertype tcp-header-offset hex-bytes"), out "ok seq end_seq" of
+/// skb_flow_tcp_range() then "has_seq seq end_seq" of skb_flow_parse_nh().
+const C_RANGE: &str = r#"
+#include "skb_flow.h"
+int main(void) {
+	static char hex[16384];
+	unsigned int proto, th;
+	static union { unsigned char b[8192]; __u64 align; } pkt;
+	while (scanf("%x %u %16383s", &proto, &th, hex) == 3) {
+		struct skb_flow f;
+		__u32 seq = 0, end = 0;
+		size_t n = strlen(hex) / 2, i;
+		int ok;
+		memset(pkt.b, 0, sizeof(pkt.b));
+		for (i = 0; i < n && i < sizeof(pkt.b); i++)
+			sscanf(hex + 2 * i, "%2hhx", &pkt.b[i]);
+		ok = skb_flow_tcp_range(pkt.b, pkt.b + th, &seq, &end);
+		skb_flow_parse_nh(pkt.b, (__u16)proto, &f);
+		printf("%d %u %u %u %u %u\n", ok, seq, end, f.has_seq, f.seq, f.end_seq);
+	}
+	return 0;
+}
+"#;
+
+#[test]
+fn the_senders_tcp_range_is_the_parsers() {
+    const SYN: u8 = 2;
+    const FIN_ACK: u8 = 0x11;
+    let seq = 4_294_967_000u32;
+    // (what, ethertype, TCP header offset, packet, the range must be read)
+    let mut cases: Vec<(&str, u16, usize, Vec<u8>, bool)> = vec![
+        (
+            "IPv4, TCP options, payload wrapping the sequence space",
+            ETH_P_IP,
+            20,
+            ipv4(TCP, 0, 0, &tcp(40000, 5201, seq, 0x10, 3, 1448)),
+            true,
+        ),
+        (
+            "IPv4 with IP options",
+            ETH_P_IP,
+            28,
+            ipv4(TCP, 2, 0, &tcp(1, 2, 9, 0x10, 0, 100)),
+            true,
+        ),
+        (
+            "IPv4 SYN",
+            ETH_P_IP,
+            20,
+            ipv4(TCP, 0, 0, &tcp(1, 2, 100, SYN, 5, 0)),
+            true,
+        ),
+        (
+            "IPv6 FIN with payload",
+            ETH_P_IPV6,
+            40,
+            ipv6(&[], TCP, &tcp(443, 5, 7, FIN_ACK, 0, 100)),
+            true,
+        ),
+        (
+            "IPv6 hop-by-hop, destination options, routing",
+            ETH_P_IPV6,
+            40 + 3 * 16,
+            ipv6(
+                &[(HOPOPTS, 0), (DSTOPTS, 0), (ROUTING, 0)],
+                TCP,
+                &tcp(5201, 4, 1000, 0x10, 0, 500),
+            ),
+            true,
+        ),
+        (
+            "IPv6 AH",
+            ETH_P_IPV6,
+            52,
+            ipv6(&[(AH, 0)], TCP, &tcp(22, 6, 5, 0x10, 0, 40)),
+            true,
+        ),
+        (
+            "IPv6 first fragment",
+            ETH_P_IPV6,
+            48,
+            ipv6(&[(FRAGMENT, 1)], TCP, &tcp(1, 2, 3, 0x10, 1, 64)),
+            true,
+        ),
+    ];
+    let mut short_doff = ipv4(TCP, 0, 0, &tcp(1, 2, 3, 0x10, 0, 10));
+    short_doff[20 + 12] = 4 << 4;
+    cases.push((
+        "TCP data offset below 5 words",
+        ETH_P_IP,
+        20,
+        short_doff,
+        false,
+    ));
+    let mut short_ip = ipv4(TCP, 0, 0, &tcp(1, 2, 3, 0x10, 0, 10));
+    short_ip[2..4].copy_from_slice(&30u16.to_be_bytes());
+    cases.push((
+        "IP length shorter than the headers",
+        ETH_P_IP,
+        20,
+        short_ip,
+        false,
+    ));
+    let mut not_ip = ipv4(TCP, 0, 0, &tcp(1, 2, 3, 0x10, 0, 10));
+    not_ip[0] = 0x55;
+    cases.push(("IP version 5", ETH_P_IP, 20, not_ip, false));
+
+    let input: String = cases
+        .iter()
+        .map(|(_, proto, th, pkt, _)| {
+            let hex: String = pkt.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{proto:x} {th} {hex}\n")
+        })
+        .collect();
+    let out = run_header_program(C_RANGE, &input);
+    let lines: Vec<Vec<u32>> = out
+        .lines()
+        .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(lines.len(), cases.len());
+    for ((what, _, _, _, readable), v) in cases.iter().zip(&lines) {
+        if *readable {
+            assert_eq!(v[0], 1, "{what}: range not read");
+            assert_eq!(v[3], 1, "{what}: the parser found no range");
+            assert_eq!(
+                (v[1], v[2]),
+                (v[4], v[5]),
+                "{what}: range differs from the parser's"
+            );
+            assert_ne!(v[1], v[2], "{what}: empty range");
+        } else {
+            assert_eq!(v[0], 0, "{what}: a range from bad lengths");
+        }
+    }
+}
