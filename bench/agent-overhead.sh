@@ -235,6 +235,27 @@ if ns["1"] and ns["ref-clock"] and ns["ref-tag"]:
           f"{med(ns['1']) - med(ns['ref-clock']):.0f} ns above tag + clock")
 if ns["alt"] and ns["ref-clock"]:
     print(f"    AGENT_ALT_BIN: {med(ns['alt']) - med(ns['ref-clock']):.0f} ns above tag + clock")
+# Per round: the ratio of two modes' ns from the same round, then the median
+# (the machine drifts by ±20 % over a run; within a round far less).
+def round_ratios(a, b):
+    out, cur = [], {}
+    for r in rows:
+        if r[0] == "none" and cur:
+            cur = {}
+        if len(r) > 3 and float(r[3]) > 0:
+            cur[r[0]] = float(r[3])
+        if a in cur and b in cur:
+            out.append(cur[a] / cur[b])
+            cur.pop(a)
+            cur.pop(b)
+    return out
+for a, b in (("1", "ref-clock"), ("alt", "ref-clock"), ("alt", "1")):
+    v = round_ratios(a, b)
+    if v:
+        print(f"    paired {LABEL[a]} / {LABEL[b]}: median {med(v):.2f} (rounds {min(v):.2f}-{max(v):.2f})")
+if ns["alt"] and ns["1"]:
+    print("    (the order of modes in a round can favour one by a few per cent:"
+          " swap them in MODES to check a small difference)")
 if ns["100"] and ns["ref-untagged"]:
     print(f"    1 in 100: {med(ns['100']) - med(ns['ref-untagged']):.0f} ns above untagged")
 if ns["1"]:
