@@ -33,7 +33,9 @@
 # ROUNDS=21 TPUT_ROUNDS=0 to narrow down one ratio. AGENT_BIN: another
 # build of the agent for the agent modes; AGENT_ALT_BIN: a second build, run
 # as mode "alt" (every skb, like "1") in the same rounds, e.g.
-# MODES="none 1 alt ref-clock": two builds side by side in one run.
+# MODES="none 1 alt ref-clock": two builds side by side in one run. Each
+# round runs "none" first and the other modes in an order rotated by one
+# (bench/lib/measure.sh round_modes), so no mode always follows the same one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -161,7 +163,7 @@ echo "== (b, c) ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds of: $MOD
 echo "   columns: mode machine_busy_s gbps bpf_ns runs events lost sink_jiffies agent_jiffies workload_s"
 : > "$WORK/cpu.txt"
 for r in $(seq "$ROUNDS"); do
-    for mode in $MODES; do
+    for mode in $(round_modes "$r" $MODES); do
         AGENT=0
         start_mode "$mode"
         m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)
@@ -253,9 +255,7 @@ for a, b in (("1", "ref-clock"), ("alt", "ref-clock"), ("alt", "1")):
     v = round_ratios(a, b)
     if v:
         print(f"    paired {LABEL[a]} / {LABEL[b]}: median {med(v):.2f} (rounds {min(v):.2f}-{max(v):.2f})")
-if ns["alt"] and ns["1"]:
-    print("    (the order of modes in a round can favour one by a few per cent:"
-          " swap them in MODES to check a small difference)")
+
 if ns["100"] and ns["ref-untagged"]:
     print(f"    1 in 100: {med(ns['100']) - med(ns['ref-untagged']):.0f} ns above untagged")
 if ns["1"]:

@@ -25,7 +25,8 @@
 #     tracepoint, and runs per second of each hook.
 #
 # Env: ROUNDS (5), SECS (5), RATE (100000 datagrams/s), SIZE (1000 bytes),
-# MODES ("none cpucost ref clock"; "none" first, it pairs each round),
+# MODES ("none cpucost ref clock"; "none" runs first in every round and pairs
+# it, the others in an order rotated by one per round),
 # STATS (1; 0 turns bpf_stats off for the run, restoring it after: then
 # (2) is empty, and (1) is free of the two clock reads bpf_stats adds to
 # every program run, which inflate every mode but "none").
@@ -143,7 +144,7 @@ PY
 echo "== ${SECS}s of $RATE datagrams/s of $SIZE bytes (sendto -> recvfrom over veth), $ROUNDS alternating rounds of: $MODES; bpf_stats $STATS"
 echo "   columns: mode machine_busy_s sent received reader_jiffies"
 for r in $(seq "$ROUNDS"); do
-    for mode in $MODES; do
+    for mode in $(round_modes "$r" $MODES); do
         start_mode "$mode"
         inns $B "$EX/udp_load" recv --bind $AB:$PORT > "$WORK/recv.json" &
         RECV=$!

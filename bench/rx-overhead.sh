@@ -70,7 +70,8 @@
 #     of a sender's CPU per datagram is this floor, not its own work.
 #
 # Env: ROUNDS (7), SECS (10), RATE (2G), DROP_RATE (10M, UDP, 1000-byte
-# datagrams), MODES ("none 1 100 ref clock"; "none" first, it pairs each round),
+# datagrams), MODES ("none 1 100 ref clock"; "none" runs first in every round
+# and pairs it, the others in an order rotated by one per round),
 # EPS_RATES ("250M 500M 1G 2G 4G 0"; 0 = unlimited), EPS_STREAMS (1),
 # EPS_SECS ($SECS), EPS_BATCH ("gso off": the agent's --batch-send modes, each
 # step runs one agent per mode; "default" passes none, for an AGENT_BIN
@@ -324,7 +325,7 @@ if ((ROUNDS > 0)); then
     echo "== (1, 2) ${SECS}s of iperf3 -b $RATE (+ UDP $DROP_RATE dropped by nftables), $ROUNDS alternating rounds of: $MODES"
     echo "   columns: mode machine_busy_s gbps events lost sink_jiffies agent_jiffies"
     for r in $(seq "$ROUNDS"); do
-        for mode in $MODES; do
+        for mode in $(round_modes "$r" $MODES); do
             start_mode "$mode"
             p0=$(prog_stats $MODE_IDS)
             m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)

@@ -52,3 +52,17 @@ for name in sorted(os.listdir(progs)):
     os.close(pfd)
 PY
 }
+
+# The modes of round R (1-based) of MODES: "none" first when it is there
+# (the scripts pair each round's modes with the no-program run before
+# them), the others rotated by R - 1, so that no mode always runs right
+# after the same one: a mode measured a few per cent lower when it
+# followed another build in alternating runs here.
+round_modes() {
+    local r=$1 rest=() m i n
+    shift
+    for m in "$@"; do [[ $m == none ]] || rest+=("$m"); done
+    [[ " $* " == *" none "* ]] && printf '%s ' none
+    n=${#rest[@]}
+    for ((i = 0; i < n; i++)); do printf '%s ' "${rest[(i + r - 1) % n]}"; done
+}
