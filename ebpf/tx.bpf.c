@@ -84,9 +84,8 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
  * the IP length exactly as the receiver's rx probe sizes it (skb_flow.h):
  * both ends count the same bytes. Only the range: the socket gives the
  * addresses and ports, and TCP set the transport header, so three loads
- * (skb_flow_tcp_range) instead of the whole parse, which cost this probe
- * about 70 ns at each of these callbacks (bench/agent-overhead.sh,
- * alternating builds). Returns TX_F_RANGE, or 0 when unknown. */
+ * (skb_flow_tcp_range) instead of the whole parse. Returns TX_F_RANGE,
+ * or 0 when unknown. */
 static __always_inline __u8 skb_range(struct sk_buff *skb, __u8 stage,
 				      __u32 *seq, __u32 *end_seq)
 {
