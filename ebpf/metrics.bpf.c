@@ -16,12 +16,13 @@
  *   sent and received, receive queue full and socket memory limit events.
  *
  * Histograms: log2 buckets, right-inclusive (hist.h). Without grouping,
- * one per-CPU array slot per hook: one lookup, inlined by the verifier.
+ * one row per CPU and hook in an array (`hists`): one lookup, inlined by
+ * the verifier, at this CPU's key (a program runs with migration off).
  * With --metrics-by netns and/or iface, a per-CPU hash keyed by hook and
  * the chosen labels, bounded; a label set that does not fit goes to the
  * hook's ungrouped slot and is counted (NT_MERR_SERIES_FULL).
  *
- * Per-CPU values updated with plain adds: a tracing program does not run
+ * This CPU's values updated with plain adds: a tracing program does not run
  * nested on one CPU (the kernel skips a nested run), and every program
  * updates only its own hooks. The sockops program can be re-entered from
  * softirq (an ACK while the task sends), so its adds are atomic.
