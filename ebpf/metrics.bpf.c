@@ -208,15 +208,24 @@ static __always_inline struct nt_hist *hist_of(__u32 hook, __u32 netns,
 	return bpf_map_lookup_elem(&hists, &hook);
 }
 
+/* The bucket of `v` in `h`; NULL past the last (not reached: the +Inf
+ * bucket takes every larger value, but the verifier wants the bound). */
+static __always_inline struct nt_bucket *bucket_of(struct nt_hist *h, __u64 v)
+{
+	__u32 b = nt_hist_bucket(v);
+
+	return b < NT_HIST_BUCKETS ? &h->b[b] : NULL;
+}
+
 static __always_inline void observe_atomic(__u32 hook, __u32 netns, __u64 v)
 {
 	struct nt_hist *h = hist_of(hook, netns, 0);
-	__u32 b = nt_hist_bucket(v);
+	struct nt_bucket *c = h ? bucket_of(h, v) : NULL;
 
-	if (!h || b >= NT_HIST_BUCKETS)
+	if (!c)
 		return;
-	__sync_fetch_and_add(&h->b[b].count, 1);
-	__sync_fetch_and_add(&h->b[b].sum_ns, v);
+	__sync_fetch_and_add(&c->count, 1);
+	__sync_fetch_and_add(&c->sum_ns, v);
 }
 
 /* The TAI offset in seconds as bucket `c` keeps it for this CPU: reread
@@ -250,7 +259,7 @@ static __always_inline void observe_rx(__u32 hook, __u32 netns, __u32 ifindex,
 	struct nt_bucket *c;
 	struct nt_hist *h;
 	__u64 now, v;
-	__u32 b, off;
+	__u32 off;
 	__u8 type;
 
 	if (!stamp) {
@@ -261,27 +270,20 @@ static __always_inline void observe_rx(__u32 hook, __u32 netns, __u32 ifindex,
 	if (!h)
 		return;
 	type = BPF_CORE_READ_BITFIELD(skb, tstamp_type);
-	if (type == 1) {
-		now = bpf_ktime_get_ns();
-		v = now - stamp;
-	} else {
-		now = bpf_ktime_get_tai_ns();
-		v = now - stamp;
-		if (type == 0)
-			v -= (__u64)tai_offset_at_load * 1000000000ULL;
-	}
-	b = nt_hist_bucket(v);
-	if (b >= NT_HIST_BUCKETS)
+	now = type == 1 ? bpf_ktime_get_ns() : bpf_ktime_get_tai_ns();
+	v = now - stamp;
+	if (type == 0)
+		v -= (__u64)tai_offset_at_load * 1000000000ULL;
+	c = bucket_of(h, v);
+	if (!c)
 		return;
-	c = &h->b[b];
 	if (type == 0) {
 		off = tai_offset_s(c, now);
 		if (off != tai_offset_at_load) {
 			v = now - stamp - (__u64)off * 1000000000ULL;
-			b = nt_hist_bucket(v);
-			if (b >= NT_HIST_BUCKETS)
+			c = bucket_of(h, v);
+			if (!c)
 				return;
-			c = &h->b[b];
 		}
 	}
 	if ((__s64)v < 0) {
