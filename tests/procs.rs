@@ -121,12 +121,78 @@ impl Drop for Proc {
     }
 }
 
-/// Run a command to completion, returning (status, stdout, stderr).
-pub fn run(mut cmd: Command) -> (ExitStatus, String, String) {
-    let out = cmd.output().expect("running command");
+/// Run a command to completion, returning (status, stdout, stderr); see
+/// [`run_within`] (ten minutes: a hang fails the test instead of CI).
+pub fn run(cmd: Command) -> (ExitStatus, String, String) {
+    run_within(cmd, Duration::from_secs(600))
+}
+
+/// Run a command in its own process group until it exits and its output
+/// closes, within `timeout`. On timeout, or when something it started
+/// still holds its output, the whole group is killed and the test panics
+/// with what it printed so far.
+pub fn run_within(mut cmd: Command, timeout: Duration) -> (ExitStatus, String, String) {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("running command");
+    let (tx, rx) = mpsc::channel();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn Read + Send>),
+    ];
+    for (i, r) in readers.into_iter().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            let _ = tx.send((i, buf));
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + timeout;
+    let pgid = child.id() as i32;
+    let give_up = |child: &mut Child, what: &str| -> ! {
+        // SAFETY: kill on the process group we created for this command.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = child.wait();
+        panic!("{cmd:?} {what} within {timeout:?}");
+    };
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            give_up(&mut child, "did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut outputs = [Vec::new(), Vec::new()];
+    for _ in 0..2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left.max(Duration::from_secs(2))) {
+            Ok((i, buf)) => outputs[i] = buf,
+            Err(_) => give_up(
+                &mut child,
+                &format!("exited ({status}) but a process it started kept its output open"),
+            ),
+        }
+    }
+    let [out, err] = outputs;
     (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        status,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
     )
 }

@@ -7,21 +7,24 @@
 //! capture with another key is refused with the reason.
 
 use std::collections::BTreeSet;
+use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracer_codec::Event;
 use tracer_e2e::bins::bin;
 use tracer_e2e::netns::NetnsPair;
 use tracer_e2e::pcap::read_dir;
-use tracer_e2e::procs::{run, Proc};
+use tracer_e2e::procs::{run_within, Proc};
 use tracer_e2e::scenario::{spawn_agent, spawn_sink, stop_json, tcp_flow};
 use tracer_e2e::skip::require_root;
 use tracer_e2e::tshark::{dissector_path, Tshark};
 
 const LIVE_PORT: u16 = 7431;
+/// Bound on a tshark run that must end by itself: a hang fails the test.
+const TSHARK_BOUND: Duration = Duration::from_secs(60);
 const FLOW_PORT: u16 = 5432;
 
 /// The unprivileged user tshark runs as (root's tshark ignores
@@ -123,7 +126,7 @@ fn tshark_lists_the_extcap_interface() {
         return;
     };
     let d = UserDir::new();
-    let (st, out, err) = run(d.tshark(&ts, None, &["-D"]));
+    let (st, out, err) = run_within(d.tshark(&ts, None, &["-D"]), TSHARK_BOUND);
     assert!(st.success(), "tshark -D: {err}");
     assert!(
         out.lines()
@@ -131,12 +134,67 @@ fn tshark_lists_the_extcap_interface() {
         "no nettrace interface in tshark -D:\n{out}\n{err}"
     );
     // Its link types, asked through --extcap-dlts.
-    let (st, out, err) = run(d.tshark(&ts, None, &["-L", "-i", "nettrace"]));
+    let (st, out, err) = run_within(d.tshark(&ts, None, &["-L", "-i", "nettrace"]), TSHARK_BOUND);
     assert!(st.success(), "tshark -L: {err}");
     assert!(
         out.contains("USER0"),
         "tshark -L -i nettrace:\n{out}\n{err}"
     );
+}
+
+/// A capture whose extcap fails after Wireshark's capture child has started
+/// waiting on the fifo (here: a port that closes the connection, or never
+/// answers, during the handshake) ends, with the extcap's reason, instead
+/// of leaving tshark waiting for a fifo nobody opens.
+#[test]
+fn a_capture_that_fails_its_handshake_ends_with_the_reason() {
+    let Some(ts) = Tshark::or_skip("a_capture_that_fails_its_handshake_ends_with_the_reason")
+    else {
+        return;
+    };
+    let d = UserDir::new();
+    for (hold, reason) in [
+        (
+            Duration::from_millis(300),
+            "closed the connection during the handshake",
+        ),
+        (
+            Duration::from_secs(30),
+            "did not answer the handshake within 1 s",
+        ),
+    ] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sink = format!("extcap.nettrace.sink:{}", l.local_addr().unwrap());
+        // Accepts, says nothing for `hold`, then closes.
+        std::thread::spawn(move || {
+            let (c, _) = l.accept().unwrap();
+            std::thread::sleep(hold);
+            drop(c);
+        });
+        let args = [
+            "-i",
+            "nettrace",
+            "-o",
+            &sink,
+            "-o",
+            "extcap.nettrace.connecttimeout:1",
+            "-a",
+            "duration:20",
+        ];
+        let started = Instant::now();
+        let (st, out, err) = run_within(d.tshark(&ts, None, &args), TSHARK_BOUND);
+        assert!(!st.success(), "tshark succeeded:\n{out}\n{err}");
+        assert!(
+            err.contains(reason),
+            "tshark did not give the reason {reason:?}:\n{err}"
+        );
+        // Ended by the failure, not by the capture's own duration.
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "tshark took {:?}:\n{err}",
+            started.elapsed()
+        );
+    }
 }
 
 #[test]
@@ -184,7 +242,7 @@ fn an_extcap_capture_receives_the_sinks_live_events() {
 
     // Another key is refused, with the reason, while the first client runs.
     let wrong = capture_with(&wrong_key, &["-a", "duration:3"]);
-    let (_, wout, werr) = run(wrong);
+    let (_, wout, werr) = run_within(wrong, TSHARK_BOUND);
     assert!(
         werr.contains("wrong or missing key"),
         "a capture with another key was not refused with its reason:\n{wout}\n{werr}"

@@ -12,7 +12,7 @@ mod sentences;
 mod stream;
 
 use std::fs::OpenOptions;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,16 +97,22 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    match run(cli) {
+    // A capture's output outlives its error message: Wireshark reports the
+    // extcap's standard error as soon as the fifo closes, so the message
+    // goes first, in one write, and the fifo closes after it.
+    let mut output = None;
+    match run(cli, &mut output) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nettrace-extcap: {e:#}");
+            let message = format!("nettrace-extcap: {e:#}\n");
+            let _ = std::io::stderr().write_all(message.as_bytes());
+            drop(output);
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli, output: &mut Option<Box<dyn Write>>) -> anyhow::Result<()> {
     if cli.extcap_interfaces {
         print!("{}", sentences::interfaces(env!("CARGO_PKG_VERSION")));
         return Ok(());
@@ -138,23 +144,41 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         bail!("nothing to do: give --capture with --sink and --fifo, or an --extcap-* request (see --help)");
     }
+    capture(&cli, output)
+}
+
+fn capture(cli: &Cli, output: &mut Option<Box<dyn Write>>) -> anyhow::Result<()> {
+    let Some(fifo) = &cli.fifo else {
+        bail!("a capture needs --fifo PATH (Wireshark gives it; by hand, a file or - for standard output)");
+    };
+    // Opened before anything that can fail: Wireshark's capture child
+    // (dumpcap) waits for the fifo's writer, and learns that the capture
+    // ended only when a writer closes it. Exiting without ever opening it
+    // leaves tshark waiting forever.
+    let out: Box<dyn Write> = if fifo.as_os_str() == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        // Wireshark's fifo exists already; a path given by hand is a file.
+        Box::new(
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(fifo)
+                .with_context(|| format!("cannot open {} for the capture", fifo.display()))?,
+        )
+    };
+    let out = output.insert(out);
     if let Some(f) = &cli.extcap_capture_filter {
         let problem = sentences::filter_problem(f);
         if !problem.is_empty() {
             bail!("{}", problem.trim_end());
         }
     }
-    capture(&cli)
-}
-
-fn capture(cli: &Cli) -> anyhow::Result<()> {
     let Some(sink) = cli.sink else {
         bail!(
             "a capture needs --sink HOST:PORT: the address the sink listens on with --live-listen"
         );
-    };
-    let Some(fifo) = &cli.fifo else {
-        bail!("a capture needs --fifo PATH (Wireshark gives it; by hand, a file or - for standard output)");
     };
     let key = match &cli.key_file {
         Some(p) => Some(tracer_auth::SharedKey::load(p)?),
@@ -163,18 +187,7 @@ fn capture(cli: &Cli) -> anyhow::Result<()> {
     let live =
         stream::LiveStream::open(sink, key.as_ref(), Duration::from_secs(cli.connect_timeout))?;
     tracing::info!(%sink, "live stream accepted");
-    let copied = if fifo.as_os_str() == "-" {
-        live.pump(&mut std::io::stdout().lock())?
-    } else {
-        // Wireshark's fifo exists already; a path given by hand is a file.
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(fifo)
-            .with_context(|| format!("cannot open {} for the capture", fifo.display()))?;
-        live.pump(&mut out)?
-    };
+    let copied = live.pump(out)?;
     tracing::info!(copied, "capture stopped by its reader");
     Ok(())
 }

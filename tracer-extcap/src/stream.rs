@@ -29,7 +29,28 @@ pub enum CaptureError {
         /// The OS error.
         source: io::Error,
     },
-    /// The connection broke or timed out during the handshake.
+    /// The sink closed the connection before the handshake ended.
+    #[error(
+        "the sink at {addr} closed the connection during the handshake: is it a nettrace \
+         sink's --live-listen port, of the same version as this program?"
+    )]
+    HandshakeClosed {
+        /// Where.
+        addr: SocketAddr,
+    },
+    /// The sink said nothing for the whole timeout.
+    #[error(
+        "the sink at {addr} did not answer the handshake within {} s: is it a nettrace \
+         sink's --live-listen port, or is the sink too busy (raise --connect-timeout)?",
+        timeout.as_secs()
+    )]
+    HandshakeSilent {
+        /// Where.
+        addr: SocketAddr,
+        /// How long it waited for each step.
+        timeout: Duration,
+    },
+    /// The connection broke during the handshake.
     #[error(
         "the sink at {addr} did not complete the handshake: {source} (is it a nettrace \
          sink's --live-listen port?)"
@@ -88,7 +109,13 @@ impl LiveStream {
     ) -> Result<Self, CaptureError> {
         let mut tcp = TcpStream::connect_timeout(&addr, timeout)
             .map_err(|source| CaptureError::Connect { addr, source })?;
-        let hs = |source| CaptureError::Handshake { addr, source };
+        let hs = |source: io::Error| match source.kind() {
+            io::ErrorKind::UnexpectedEof => CaptureError::HandshakeClosed { addr },
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                CaptureError::HandshakeSilent { addr, timeout }
+            }
+            _ => CaptureError::Handshake { addr, source },
+        };
         tcp.set_read_timeout(Some(timeout)).map_err(hs)?;
         tcp.set_write_timeout(Some(timeout)).map_err(hs)?;
         let mut hello = [0u8; SERVER_HELLO_LEN];
