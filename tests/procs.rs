@@ -10,6 +10,8 @@ pub struct Proc {
     name: String,
     child: Option<Child>,
     stderr_rx: mpsc::Receiver<String>,
+    /// All of stdout, once it closes.
+    stdout_rx: mpsc::Receiver<String>,
     /// stderr lines read so far.
     pub stderr: Vec<String>,
 }
@@ -24,6 +26,14 @@ impl Proc {
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
         let err = child.stderr.take().expect("piped stderr");
+        let mut out = child.stdout.take().expect("piped stdout");
+        let (out_tx, stdout_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            let _ = out_tx.send(s);
+        });
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
@@ -36,6 +46,7 @@ impl Proc {
             name: name.to_owned(),
             child: Some(child),
             stderr_rx: rx,
+            stdout_rx,
             stderr: Vec::new(),
         }
     }
@@ -102,11 +113,16 @@ impl Proc {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let mut out = String::new();
-        if let Some(mut o) = child.stdout.take() {
-            use std::io::Read;
-            let _ = o.read_to_string(&mut out);
-        }
+        // Bounded: a process it started may still hold its stdout.
+        let out = self
+            .stdout_rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{} exited ({status}) but a process it started kept its stdout open",
+                    self.name
+                )
+            });
         self.drain();
         (status, out)
     }
