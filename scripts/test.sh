@@ -18,7 +18,14 @@ NETTRACE_SKIP_LOG=$(mktemp)
 export NETTRACE_SKIP_LOG
 trap 'rm -f "$LOG" "$NETTRACE_SKIP_LOG"' EXIT
 status=0
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$LOG" || status=$?
+# A watchdog, three times the suite's usual length: a test that hangs fails
+# the run with everything it printed, instead of running out CI's clock.
+# timeout signals the whole process group, test binaries and their children.
+timeout --kill-after=60 45m cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$LOG" ||
+    status=$?
+if ((status == 124 || status == 137)); then
+    echo "the tests did not finish within 45 minutes: the last test named above as running for over 60 seconds hung"
+fi
 if [[ -s "$NETTRACE_SKIP_LOG" ]]; then
     echo "skipped (could not run their real part):"
     sed 's/^/  /' "$NETTRACE_SKIP_LOG"
