@@ -14,7 +14,8 @@ mod stream;
 use std::fs::OpenOptions;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -151,24 +152,15 @@ fn capture(cli: &Cli, output: &mut Option<Box<dyn Write>>) -> anyhow::Result<()>
     let Some(fifo) = &cli.fifo else {
         bail!("a capture needs --fifo PATH (Wireshark gives it; by hand, a file or - for standard output)");
     };
-    // Opened before anything that can fail: Wireshark's capture child
-    // (dumpcap) waits for the fifo's writer, and learns that the capture
-    // ended only when a writer closes it. Exiting without ever opening it
-    // leaves tshark waiting forever.
-    let out: Box<dyn Write> = if fifo.as_os_str() == "-" {
-        Box::new(std::io::stdout().lock())
-    } else {
-        // Wireshark's fifo exists already; a path given by hand is a file.
-        Box::new(
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(fifo)
-                .with_context(|| format!("cannot open {} for the capture", fifo.display()))?,
-        )
-    };
-    let out = output.insert(out);
+    // Wireshark's fifo is opened before anything that can fail: its
+    // capture child (dumpcap) waits for the fifo's writer, and learns that
+    // the capture ended only when a writer closes it; exiting without ever
+    // opening it leaves tshark waiting forever. A file given by hand is
+    // created only once the sink has accepted, so a failure leaves none.
+    let is_fifo = std::fs::metadata(fifo).is_ok_and(|m| m.file_type().is_fifo());
+    if is_fifo || fifo.as_os_str() == "-" {
+        *output = Some(open_output(fifo)?);
+    }
     if let Some(f) = &cli.extcap_capture_filter {
         let problem = sentences::filter_problem(f);
         if !problem.is_empty() {
@@ -187,7 +179,25 @@ fn capture(cli: &Cli, output: &mut Option<Box<dyn Write>>) -> anyhow::Result<()>
     let live =
         stream::LiveStream::open(sink, key.as_ref(), Duration::from_secs(cli.connect_timeout))?;
     tracing::info!(%sink, "live stream accepted");
+    let out = match output {
+        Some(out) => out,
+        None => output.insert(open_output(fifo)?),
+    };
     let copied = live.pump(out)?;
     tracing::info!(copied, "capture stopped by its reader");
     Ok(())
+}
+
+/// Standard output for `-`, else the fifo or file at `path`.
+fn open_output(path: &Path) -> anyhow::Result<Box<dyn Write>> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdout().lock()));
+    }
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .with_context(|| format!("cannot open {} for the capture", path.display()))?;
+    Ok(Box::new(f))
 }

@@ -122,3 +122,26 @@ fn every_failure_opens_and_closes_the_fifo_after_its_reason() {
         assert_eq!(err.lines().count(), 1, "one line of reason:\n{err}");
     }
 }
+
+#[test]
+fn a_failed_capture_by_hand_leaves_no_file() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = l.local_addr().unwrap().to_string();
+    drop(l);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("live.pcapng");
+    let out = Command::new(env!("CARGO_BIN_EXE_nettrace-extcap"))
+        .args(["--capture", "--sink", &gone])
+        .arg("--fifo")
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot connect"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!file.exists(), "a failed capture left {}", file.display());
+}
