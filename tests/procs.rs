@@ -11,7 +11,7 @@ pub struct Proc {
     child: Option<Child>,
     stderr_rx: mpsc::Receiver<String>,
     /// All of stdout, once it closes.
-    stdout_rx: mpsc::Receiver<String>,
+    stdout_rx: mpsc::Receiver<Vec<u8>>,
     /// stderr lines read so far.
     pub stderr: Vec<String>,
 }
@@ -26,14 +26,7 @@ impl Proc {
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
         let err = child.stderr.take().expect("piped stderr");
-        let mut out = child.stdout.take().expect("piped stdout");
-        let (out_tx, stdout_rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::Read;
-            let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
-            let _ = out_tx.send(s);
-        });
+        let stdout_rx = read_all(child.stdout.take().expect("piped stdout"));
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
@@ -124,7 +117,7 @@ impl Proc {
                 )
             });
         self.drain();
-        (status, out)
+        (status, String::from_utf8_lossy(&out).into_owned())
     }
 }
 
@@ -148,35 +141,14 @@ pub fn run(cmd: Command) -> (ExitStatus, String, String) {
 /// still holds its output, the whole group is killed and the test panics
 /// with what it printed so far.
 pub fn run_within(mut cmd: Command, timeout: Duration) -> (ExitStatus, String, String) {
-    use std::io::Read;
     use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
     let mut child = cmd.spawn().expect("running command");
-    let (tx, rx) = mpsc::channel();
-    let readers = [
-        child
-            .stdout
-            .take()
-            .map(|o| Box::new(o) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|e| Box::new(e) as Box<dyn Read + Send>),
-    ];
-    for (i, r) in readers.into_iter().enumerate() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            let _ = tx.send((i, buf));
-        });
-    }
-    drop(tx);
+    let stdout = read_all(child.stdout.take().expect("piped stdout"));
+    let stderr = read_all(child.stderr.take().expect("piped stderr"));
     let deadline = Instant::now() + timeout;
     let pgid = child.id() as i32;
     let give_up = |child: &mut Child, what: &str| -> ! {
@@ -194,21 +166,31 @@ pub fn run_within(mut cmd: Command, timeout: Duration) -> (ExitStatus, String, S
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut outputs = [Vec::new(), Vec::new()];
-    for _ in 0..2 {
+    let mut collect = |rx: mpsc::Receiver<Vec<u8>>| {
         let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left.max(Duration::from_secs(2))) {
-            Ok((i, buf)) => outputs[i] = buf,
-            Err(_) => give_up(
-                &mut child,
-                &format!("exited ({status}) but a process it started kept its output open"),
-            ),
-        }
-    }
-    let [out, err] = outputs;
+        rx.recv_timeout(left.max(Duration::from_secs(2)))
+            .unwrap_or_else(|_| {
+                give_up(
+                    &mut child,
+                    &format!("exited ({status}) but a process it started kept its output open"),
+                )
+            })
+    };
+    let (out, err) = (collect(stdout), collect(stderr));
     (
         status,
         String::from_utf8_lossy(&out).into_owned(),
         String::from_utf8_lossy(&err).into_owned(),
     )
+}
+
+/// Everything `r` gives until it closes, read on a thread of its own.
+fn read_all(mut r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
 }

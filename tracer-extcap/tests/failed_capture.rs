@@ -67,12 +67,15 @@ fn capture_into_fifo(sink: &str, more: &[&str]) -> (bool, String, usize) {
     )
 }
 
+/// A loopback address nothing listens on.
+fn unused_address() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
 #[test]
 fn every_failure_opens_and_closes_the_fifo_after_its_reason() {
-    // No listener at all.
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let gone = l.local_addr().unwrap().to_string();
-    drop(l);
+    let gone = unused_address();
     // A listener that closes each connection at once.
     let closing = TcpListener::bind("127.0.0.1:0").unwrap();
     let closes = closing.local_addr().unwrap().to_string();
@@ -125,9 +128,7 @@ fn every_failure_opens_and_closes_the_fifo_after_its_reason() {
 
 #[test]
 fn a_failed_capture_by_hand_leaves_no_file() {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let gone = l.local_addr().unwrap().to_string();
-    drop(l);
+    let gone = unused_address();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("live.pcapng");
     let out = Command::new(env!("CARGO_BIN_EXE_nettrace-extcap"))
