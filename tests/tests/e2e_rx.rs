@@ -535,11 +535,17 @@ fn ipv6_extension_headers_keep_ports_and_ranges() {
     let mut agent = spawn_rx_agent(&pair);
     in_netns(NetnsPair::path(&pair.b), "v6-ext", || {
         let l = TcpListener::bind(("::1", EXT_TCP_PORT)).unwrap();
+        // Each write waits for the server's answer: a write sent while the
+        // last one is unacknowledged joins it in one skb (Nagle), which a
+        // reader late under load made happen (19 skbs seen for 24).
         let t = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
-            let mut b = Vec::new();
-            s.read_to_end(&mut b).unwrap();
-            b.len()
+            let mut b = [0u8; 3000];
+            for _ in 0..20 {
+                s.read_exact(&mut b).unwrap();
+                s.write_all(b"k").unwrap();
+            }
+            s.read(&mut b).unwrap()
         });
         // Options set before connect(): from the SYN on.
         let s = tcp_v6_socket();
@@ -547,10 +553,10 @@ fn ipv6_extension_headers_keep_ports_and_ranges() {
         let mut c = connect_v6(s, EXT_TCP_PORT);
         for _ in 0..20 {
             c.write_all(&[5u8; 3000]).unwrap();
-            std::thread::sleep(Duration::from_micros(500));
+            c.read_exact(&mut [0u8; 1]).unwrap();
         }
         drop(c);
-        assert_eq!(t.join().unwrap(), 60_000);
+        assert_eq!(t.join().unwrap(), 0, "the client's end of stream");
         let r = UdpSocket::bind(("::1", EXT_UDP_PORT)).unwrap();
         let u = UdpSocket::bind(("::1", 0)).unwrap();
         with_ext_headers(&u);
@@ -575,6 +581,7 @@ fn ipv6_extension_headers_keep_ports_and_ranges() {
 
     let trace = tracer_e2e::pcap::read_dir(out.path());
     let (mut tcp_bytes, mut tcp_skbs, mut udp) = (0u64, 0usize, 0usize);
+    let mut ranges = Vec::new();
     for f in &trace.frames {
         let Event::Rx(e) = &f.event else { continue };
         if e.stage() != Some(RxStage::StackEntry) || e.family != 6 {
@@ -586,6 +593,7 @@ fn ipv6_extension_headers_keep_ports_and_ranges() {
             let range = e.end_seq.wrapping_sub(e.seq);
             tcp_bytes += u64::from(range);
             tcp_skbs += 1;
+            ranges.push(range);
             // IPv6 header, both extension headers and a TCP header at
             // least: the packet really carried them. Not a pure ACK: the
             // client closes first, and when the server's FIN finds it
@@ -603,7 +611,10 @@ fn ipv6_extension_headers_keep_ports_and_ranges() {
         }
     }
     // Without the walk the ports read 0 and none of these would match.
-    assert!(tcp_skbs > 20, "{tcp_skbs} TCP skbs with extension headers");
+    assert!(
+        tcp_skbs > 20,
+        "{tcp_skbs} TCP skbs with extension headers: {ranges:?}"
+    );
     // Payload lengths net of the extension headers: + SYN and FIN.
     assert_eq!(tcp_bytes, 60_002, "TCP ranges at stack entry");
     assert_eq!(udp, UDP_DATAGRAMS, "UDP datagrams at stack entry");
