@@ -418,6 +418,24 @@ if rows:
             print(f"    {LABEL[m]:18s} agent process s {spread(ag)}  events/round {med(ev):.0f}  lost {lost:.0f}")
     # Over every round: MODES may leave out "none".
     print("    offered Gbit/s:", spread([float(r[2]) for r in rows]))
+    # The same cost counted directly, not as a difference of two noisy
+    # totals: the programs' own run time (bpf_stats, every program the mode
+    # holds) plus the agent's process CPU, over the no-program rounds'
+    # machine CPU. A lower bound (no tracepoint dispatch, no cache lines
+    # the programs cost the kernel), with a fraction of the totals' spread.
+    bpf_s = {}
+    for l in open(hooks):
+        m, _, ns_run, n, rnd = l.split()
+        bpf_s[(m, int(rnd))] = bpf_s.get((m, int(rnd)), 0.0) + float(ns_run) * int(n) / 1e9
+    if host["none"]:
+        print("    direct: BPF run time + agent process CPU, over the no-program machine CPU")
+        for m in LABEL:
+            mine = [r for r in rows if r[0] == m]
+            if m == "none" or not mine:
+                continue
+            d = [bpf_s.get((m, k + 1), 0.0) + float(r[6]) / hz for k, r in enumerate(mine)]
+            bpf = med([bpf_s.get((m, k + 1), 0.0) for k in range(len(mine))])
+            print(f"    {LABEL[m]:18s} x{1 + med(d) / med(host['none']):.4f}  (BPF {bpf:.3f} s, agent {med([float(r[6]) / hz for r in mine]):.3f} s per round)")
 h = [l.split() for l in open(hooks)]
 if h:
     print("(1) BPF ns per run by hook (bpf_stats), agent vs do-nothing tp_btf reference on the same tracepoint,")
