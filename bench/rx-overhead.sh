@@ -323,21 +323,21 @@ gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"][
 : > "$WORK/cpu.txt"; : > "$WORK/hooks.txt"; : > "$WORK/eps.txt"
 if ((ROUNDS > 0)); then
     echo "== (1, 2) ${SECS}s of iperf3 -b $RATE (+ UDP $DROP_RATE dropped by nftables), $ROUNDS alternating rounds of: $MODES"
-    echo "   columns: mode machine_busy_s gbps events lost sink_jiffies agent_jiffies"
+    echo "   columns: mode machine_busy_s gbps events lost sink_jiffies agent_jiffies agent_switches"
     for r in $(seq "$ROUNDS"); do
         for mode in $(round_modes "$r" $MODES); do
             start_mode "$mode"
             p0=$(prog_stats $MODE_IDS)
-            m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)
+            m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT); w0=$(proc_switches $AGENT)
             client -p 5202 -u -l 1000 -b "$DROP_RATE" -t "$SECS" > /dev/null 2>&1 &
             UDP=$!
             client -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
             wait $UDP || true
-            m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
+            m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT); w1=$(proc_switches $AGENT)
             p1=$(prog_stats $MODE_IDS)
             [[ $mode == none ]] || hook_lines "$mode" "$p0" "$p1" "$r" >> "$WORK/hooks.txt"
             stop_mode "$mode" > "$WORK/extra"
-            echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 ))" \
+            echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 )) $(( w1 - w0 ))" \
                 | tee -a "$WORK/cpu.txt"
         done
     done
@@ -435,7 +435,9 @@ if rows:
                 continue
             d = [bpf_s.get((m, k + 1), 0.0) + float(r[6]) / hz for k, r in enumerate(mine)]
             bpf = med([bpf_s.get((m, k + 1), 0.0) for k in range(len(mine))])
-            print(f"    {LABEL[m]:18s} x{1 + med(d) / med(host['none']):.4f}  (BPF {bpf:.3f} s, agent {med([float(r[6]) / hz for r in mine]):.3f} s per round)")
+            sw = med([float(r[7]) for r in mine if len(r) > 7]) if mine and len(mine[0]) > 7 else 0
+            print(f"    {LABEL[m]:18s} x{1 + med(d) / med(host['none']):.4f}  (BPF {bpf:.3f} s, agent {med([float(r[6]) / hz for r in mine]):.3f} s"
+                  f" and {sw:.0f} context switches per round)")
 h = [l.split() for l in open(hooks)]
 if h:
     print("(1) BPF ns per run by hook (bpf_stats), agent vs do-nothing tp_btf reference on the same tracepoint,")

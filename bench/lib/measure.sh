@@ -15,6 +15,12 @@ busy_s() { python3 -c 'import os,sys; a=sys.argv[1:3]; b=sys.argv[3:5]; print(ro
 # run time, so their sum is precise.
 proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 HZ=$(getconf CLK_TCK)
+# Context switches of all of a process's threads (voluntary and not): how
+# often it woke, which costs the host beyond its own run time.
+proc_switches() {
+    { cat /proc/"$1"/task/*/status 2>/dev/null || true; } |
+        awk '/ctxt_switches/ {s += $2} END {print s + 0}'
+}
 
 # bpf_stats of programs by id: JSON {name: [run_time_ns, run_cnt]}.
 prog_stats() { bpftool prog show -j | python3 -c '
