@@ -435,7 +435,7 @@ if rows:
                 continue
             d = [bpf_s.get((m, k + 1), 0.0) + float(r[6]) / hz for k, r in enumerate(mine)]
             bpf = med([bpf_s.get((m, k + 1), 0.0) for k in range(len(mine))])
-            sw = med([float(r[7]) for r in mine if len(r) > 7]) if mine and len(mine[0]) > 7 else 0
+            sw = med([float(r[7]) for r in mine])
             print(f"    {LABEL[m]:18s} x{1 + med(d) / med(host['none']):.4f}  (BPF {bpf:.3f} s, agent {med([float(r[6]) / hz for r in mine]):.3f} s"
                   f" and {sw:.0f} context switches per round)")
 h = [l.split() for l in open(hooks)]
