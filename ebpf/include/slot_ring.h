@@ -37,19 +37,22 @@ struct {
 	__type(value, SLOT_RECORD);
 } slots SEC(".maps");
 
-/* This CPU's producer state: the records ever started on it (the ring's
+/* A CPU's producer state: the records ever started on it (the ring's
  * head), then the probe's counters, indexed by its counter enum. One value,
  * so that a record and the counters it bumps touch one cache line and one
  * map: at a hook that runs rarely (kfree_skb) every line and every map a
- * run touches is a cache miss. */
+ * run touches is a cache miss. One entry per possible CPU (sized by the
+ * agent) in an mmapable array, each in lines of its own: the agent reads
+ * heads and counters from memory, with no system call per drain. */
 struct slot_cpu {
 	__u64 head;
 	__u64 counters[SLOT_COUNTERS];
-};
+} __attribute__((aligned(64)));
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct slot_cpu);
 } heads SEC(".maps");
@@ -60,10 +63,18 @@ struct {
 	__uint(max_entries, 4096);
 } doorbell SEC(".maps");
 
+/* This CPU's entry of `heads`; NULL only on a CPU beyond the map's size,
+ * which the agent sizes to every possible CPU. */
+static __always_inline struct slot_cpu *this_cpu_heads(__u32 *cpu)
+{
+	*cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&heads, cpu);
+}
+
 static __always_inline void count(__u32 idx)
 {
-	__u32 zero = 0;
-	struct slot_cpu *c = bpf_map_lookup_elem(&heads, &zero);
+	__u32 cpu;
+	struct slot_cpu *c = this_cpu_heads(&cpu);
 
 	if (c && idx < SLOT_COUNTERS)
 		c->counters[idx] += 1;
@@ -75,15 +86,14 @@ static __always_inline SLOT_RECORD *slot_take(__u32 lost_ctr, __u64 *seq,
 					      __u32 *cpu)
 {
 	SLOT_RECORD *r;
-	__u32 zero = 0, idx;
 	struct slot_cpu *c;
+	__u32 idx;
 
-	c = bpf_map_lookup_elem(&heads, &zero);
+	c = this_cpu_heads(cpu);
 	if (!c)
-		return NULL;	/* cannot happen: key 0 of a 1-entry array */
+		return NULL;
 	/* Atomic: a softirq may interrupt a process-context run on this CPU. */
 	*seq = __sync_fetch_and_add(&c->head, 1);
-	*cpu = bpf_get_smp_processor_id();
 	idx = *cpu * slots_per_cpu + ((__u32)*seq & (slots_per_cpu - 1));
 	r = bpf_map_lookup_elem(&slots, &idx);
 	if (!r) {

@@ -82,24 +82,31 @@ struct {
 	__type(value, struct rg_record);
 } rg_slots SEC(".maps");
 
+/* One head per CPU in lines of its own, as slot_ring.h lays them out. */
+struct rg_head {
+	__u64 head;
+} __attribute__((aligned(64)));
+
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RG_CPUS);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct rg_head);
 } rg_heads SEC(".maps");
 
 static __always_inline void rg_emit(__u32 inum)
 {
-	__u64 t = bpf_ktime_get_ns(), seq, *head;
+	__u64 t = bpf_ktime_get_ns(), seq;
+	__u32 cpu = bpf_get_smp_processor_id(), idx;
 	struct rg_record *r;
-	__u32 zero = 0, idx;
+	struct rg_head *h;
 
-	head = bpf_map_lookup_elem(&rg_heads, &zero);
-	if (!head)
+	h = bpf_map_lookup_elem(&rg_heads, &cpu);
+	if (!h)
 		return;
-	seq = __sync_fetch_and_add(head, 1);
-	idx = bpf_get_smp_processor_id() * RG_SLOTS + ((__u32)seq & (RG_SLOTS - 1));
+	seq = __sync_fetch_and_add(&h->head, 1);
+	idx = cpu * RG_SLOTS + ((__u32)seq & (RG_SLOTS - 1));
 	r = bpf_map_lookup_elem(&rg_slots, &idx);
 	if (!r)
 		return;

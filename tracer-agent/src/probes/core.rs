@@ -16,10 +16,11 @@ use std::path::PathBuf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapHandle, Object, OpenObject, ProgramMut};
 
+use super::heads::Heads;
 use super::interface::{
     Collector, Probe, ProbeConfig, ProbeCounters, ProbeError, ProbeSpec, RawEvent,
 };
-use super::slots::{self, Drained, PlainRecord, RecordError, SlotRing};
+use super::slots::{Drained, PlainRecord, RecordError, SlotRing};
 use crate::filter::FlowFilter;
 use crate::preflight::PreflightError;
 use crate::self_traffic::SelfTraffic;
@@ -197,7 +198,9 @@ pub struct Loaded<'obj, K: ProbeKind> {
     links: Vec<Link>,
     kind: K,
     ring: SlotRing,
-    heads: MapHandle,
+    heads: Heads,
+    /// The last heads read (kept to reuse its allocation).
+    head_buf: Vec<u64>,
     cgroup: PathBuf,
     skel: SkelOf<'obj, K>,
 }
@@ -230,23 +233,31 @@ impl<'obj, K: ProbeKind> Loaded<'obj, K> {
             ro.write_shared(&settings);
         }
         // slot_ring.h's maps, named alike in every probe's object; the
-        // slot array holds slots_per_cpu records per possible CPU.
+        // slot array holds slots_per_cpu records per possible CPU, `heads`
+        // one entry per possible CPU.
         let ncpu = libbpf_rs::num_possible_cpus().map_err(load_err)?;
         let entries = (ncpu as u64 * u64::from(cfg.slots_per_cpu)).min(u64::from(u32::MAX)) as u32;
-        let mut slots = open
-            .open_object_mut()
-            .maps_mut()
-            .find(|m| m.name() == "slots")
-            .ok_or_else(|| missing::<K>("map", "slots"))?;
-        slots.set_max_entries(entries).map_err(load_err)?;
+        for (name, n) in [("slots", entries), ("heads", ncpu as u32)] {
+            open.open_object_mut()
+                .maps_mut()
+                .find(|m| m.name() == name)
+                .ok_or_else(|| missing::<K>("map", name))?
+                .set_max_entries(n)
+                .map_err(load_err)?;
+        }
         let skel = open.load().map_err(load_err)?;
         let obj = skel.object();
         // Every program the kind names is there before anything attaches.
         for p in K::PROGRAMS {
             program::<K>(obj, p.program())?;
         }
-        let heads = handle::<K>(obj, "heads")?;
-        let now = slots::read_heads(&heads).map_err(map_err::<K>("heads"))?;
+        let heads = obj
+            .maps()
+            .find(|m| m.name() == "heads")
+            .ok_or_else(|| missing::<K>("map", "heads"))?;
+        let heads = Heads::new(heads.as_fd(), heads.value_size() as usize, ncpu)
+            .map_err(|e| map_err::<K>("heads")(libbpf_rs::Error::from(e)))?;
+        let now = heads.now();
         let slots = obj
             .maps()
             .find(|m| m.name() == "slots")
@@ -264,6 +275,7 @@ impl<'obj, K: ProbeKind> Loaded<'obj, K> {
             kind: K::new(cfg),
             ring,
             heads,
+            head_buf: now,
             cgroup: cfg.cgroup.clone(),
             skel,
         })
@@ -313,16 +325,15 @@ impl<K: ProbeKind> Probe for Loaded<'_, K> {
     }
 
     fn drain(&mut self, out: &mut dyn Collector) -> Result<Drained, ProbeError> {
-        let heads = slots::read_heads(&self.heads).map_err(map_err::<K>("heads"))?;
+        self.heads.read(&mut self.head_buf);
         let kind = &self.kind;
         Ok(self
             .ring
-            .drain(&heads, |data| deliver(kind, data, &mut *out)))
+            .drain(&self.head_buf, |data| deliver(kind, data, &mut *out)))
     }
 
     fn counters(&self) -> Result<ProbeCounters, ProbeError> {
-        let c = slots::sum_counters(&self.heads).map_err(map_err::<K>("heads"))?;
-        Ok(K::counters(&Counters(c)))
+        Ok(K::counters(&Counters(self.heads.counters())))
     }
 
     fn programs(&self) -> Vec<BorrowedFd<'_>> {

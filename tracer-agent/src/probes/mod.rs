@@ -13,7 +13,9 @@
 
 pub mod core;
 pub mod drops;
+pub mod heads;
 pub mod interface;
+mod mapping;
 pub mod memfd_slots;
 pub mod rx;
 /// The `--sample-every` rule, shared with the matcher through the codec

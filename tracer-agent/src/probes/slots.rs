@@ -5,9 +5,9 @@
 //! keeps a tail per CPU, copies committed slots in order, and counts the
 //! records a producer overwrote before they were read.
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
-use libbpf_rs::{MapCore, MapFlags};
+use super::mapping::ReadMapping;
 
 /// What one drain found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,8 +48,7 @@ pub enum RecordError {
 /// A read-only mapping of the slot array plus the reader's positions.
 #[derive(Debug)]
 pub struct SlotRing {
-    base: *const u8,
-    map_len: usize,
+    map: ReadMapping,
     slot_size: usize,
     commit_offset: usize,
     slots_per_cpu: u64,
@@ -79,27 +78,9 @@ impl SlotRing {
         // Array values are laid out at 8-byte aligned strides.
         let slot_size = slot_size.div_ceil(8) * 8;
         let bytes = slot_size * slots_per_cpu as usize * heads.len();
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let map_len = bytes.div_ceil(page) * page;
-        // SAFETY: mapping a BPF array map fd read-only and shared, at offset 0,
-        // no larger than the map (rounded to pages as the kernel does).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        let map = ReadMapping::new(fd, bytes)?;
         Ok(SlotRing {
-            base: p as *const u8,
-            map_len,
+            map,
             slot_size,
             commit_offset,
             slots_per_cpu: u64::from(slots_per_cpu),
@@ -110,7 +91,7 @@ impl SlotRing {
     fn slot(&self, cpu: usize, seq: u64) -> *const u8 {
         let idx = cpu as u64 * self.slots_per_cpu + (seq & (self.slots_per_cpu - 1));
         // SAFETY: idx < ncpu * slots_per_cpu, all inside the mapping.
-        unsafe { self.base.add(idx as usize * self.slot_size) }
+        unsafe { self.map.base().add(idx as usize * self.slot_size) }
     }
 
     fn commit(&self, slot: *const u8) -> u32 {
@@ -164,13 +145,6 @@ impl SlotRing {
     }
 }
 
-impl Drop for SlotRing {
-    fn drop(&mut self) {
-        // SAFETY: base/map_len are the mapping made in new().
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
-    }
-}
-
 /// A record type a probe writes into its slot ring: a C struct from the
 /// skeleton that starts with `struct record_hdr` (kind u16, len u16,
 /// commit u32).
@@ -209,48 +183,6 @@ pub fn read_record<T: PlainRecord>(data: &[u8]) -> Result<T, RecordError> {
     Ok(unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<T>()) })
 }
 
-/// The first 8 bytes of a per-CPU value as a u64 (0 if shorter).
-fn u64_at(b: &[u8]) -> u64 {
-    b.get(..8)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u64::from_ne_bytes)
-}
-
-/// The per-CPU producer positions of a probe's `heads` map (the first
-/// word of each CPU's `struct slot_cpu`).
-pub fn read_heads(heads: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
-    let per_cpu = heads
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
-        .unwrap_or_default();
-    Ok(per_cpu.iter().map(|b| u64_at(b)).collect())
-}
-
-/// A probe's counters, each summed over CPUs: the words after the head in
-/// each CPU's value of its `heads` map (`struct slot_cpu` in slot_ring.h).
-pub fn sum_counters(heads: &impl MapCore) -> Result<Vec<u64>, libbpf_rs::Error> {
-    let per_cpu = heads
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
-        .unwrap_or_default();
-    Ok(sum_counter_words(&per_cpu))
-}
-
-/// [`sum_counters`] of values already read: word 0 is the head, words
-/// 1.. the counters.
-fn sum_counter_words(per_cpu: &[Vec<u8>]) -> Vec<u64> {
-    let n = per_cpu
-        .iter()
-        .map(|b| (b.len() / 8).saturating_sub(1))
-        .max()
-        .unwrap_or(0);
-    let mut out = vec![0u64; n];
-    for b in per_cpu {
-        for (i, w) in b.chunks_exact(8).skip(1).enumerate() {
-            out[i] += u64_at(w);
-        }
-    }
-    out
-}
-
 /// The bytes of a record as a probe writes them into its ring (what the
 /// synthetic feed of `crate::synthetic` writes).
 pub fn record_as_bytes<T: PlainRecord>(r: &T) -> &[u8] {
@@ -269,21 +201,6 @@ pub fn record_bytes<T: PlainRecord>(r: &T) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counters_are_the_words_after_each_cpus_head_summed() {
-        let cpu = |words: &[u64]| {
-            words
-                .iter()
-                .flat_map(|w| w.to_ne_bytes())
-                .collect::<Vec<u8>>()
-        };
-        // Heads 1000 and 7 are not counters; three counters per CPU.
-        let per_cpu = vec![cpu(&[1000, 1, 2, 3]), cpu(&[7, 10, 20, 30])];
-        assert_eq!(sum_counter_words(&per_cpu), vec![11, 22, 33]);
-        assert_eq!(sum_counter_words(&[cpu(&[5])]), Vec::<u64>::new());
-        assert!(sum_counter_words(&[]).is_empty());
-    }
 
     use crate::probes::memfd_slots::MemfdSlots;
 

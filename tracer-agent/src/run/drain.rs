@@ -58,9 +58,14 @@ pub(super) fn with_causes(e: ProbeError) -> String {
     format!("{:#}", anyhow::Error::from(e))
 }
 
-/// Refresh the BPF-side counters and run statistics (summed over probes)
-/// and the loss total sent to the sink.
-pub(super) fn update_counters(probes: &[Box<dyn Probe + '_>], p: &mut Pipeline<UdpTransport>) {
+/// Refresh the BPF-side counters (summed over probes; read from mapped
+/// memory) and the loss total sent to the sink, and with `runs` the
+/// programs' run statistics (a BPF system call per program).
+pub(super) fn update_counters(
+    probes: &[Box<dyn Probe + '_>],
+    p: &mut Pipeline<UdpTransport>,
+    runs: bool,
+) {
     let mut sum = ProbeCounters::default();
     let mut ok = true;
     for probe in probes {
@@ -77,6 +82,9 @@ pub(super) fn update_counters(probes: &[Box<dyn Probe + '_>], p: &mut Pipeline<U
         p.stats.bpf = sum;
     }
     p.set_lost_events(p.stats.bpf.ringbuf_lost + p.stats.ring_overruns + p.stats.bad_records);
+    if !runs {
+        return;
+    }
     let infos: Vec<_> = probes
         .iter()
         .flat_map(|probe| probe.programs())

@@ -36,8 +36,11 @@ use cpu_sampler::CpuSampler;
 use drain::{drain, snapshot_clock, update_counters};
 use wait::{doorbell_ring, next_poll, set_realtime, wait_or_doorbell};
 
-/// How often BPF counters (losses) are read.
+/// How often BPF counters (losses) are read: from mapped memory.
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
+/// How often the programs' run statistics are read: a system call per
+/// program, which an idle agent would otherwise spend most of its time on.
+const RUNS_PERIOD: Duration = Duration::from_secs(1);
 /// How often CPU events go into the trace (with `--metrics-with cpu`).
 const CPU_EVENT_PERIOD: Duration = Duration::from_secs(1);
 
@@ -159,6 +162,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     p.set_clock(clock.source(), last_state);
     let mut last_stats = Instant::now();
     let mut last_counters = Instant::now();
+    let mut last_runs = Instant::now();
     let doorbell_maps = probes
         .iter()
         .map(|p| p.doorbell())
@@ -189,11 +193,15 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
             p.push_clock(ev);
         }
         p.stats.clock = clock.counters();
-        // Counters cost a few syscalls; losses need not be reported faster.
+        // Losses need not be reported faster.
         let counters_due = now.duration_since(last_counters) >= COUNTER_PERIOD;
         if counters_due {
-            update_counters(&probes, &mut p);
+            let runs_due = now.duration_since(last_runs) >= RUNS_PERIOD;
+            update_counters(&probes, &mut p, runs_due);
             last_counters = now;
+            if runs_due {
+                last_runs = now;
+            }
         }
         if let (Some(sampler), Some(m)) = (&mut cpu_sampler, &metrics) {
             if sampler.due(now) {
@@ -218,7 +226,7 @@ pub fn run(cfg: &AgentConfig, stop: &AtomicBool) -> Result<AgentStats, AgentErro
     }
     snapshot_clock(&clock, &mut stamper, &mut p, &mut last_state);
     drain(&mut probes, &mut p, &mut stamper);
-    update_counters(&probes, &mut p);
+    update_counters(&probes, &mut p, true);
     for ev in clock.drain_events() {
         p.push_clock(&ev);
     }

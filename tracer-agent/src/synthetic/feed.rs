@@ -203,7 +203,7 @@ impl<K: Synthetic> Ring<K> {
     }
 
     /// Drain what was written into `out`, as the probe core drains a
-    /// loaded probe (less the read of the `heads` map: the heads are here).
+    /// loaded probe (less the read of the mapped `heads`: the heads are here).
     pub(crate) fn drain(&mut self, out: &mut dyn Collector) -> Drained {
         let kind = &self.kind;
         self.ring

@@ -19,8 +19,8 @@
 //! kernel's share. Over loopback the kernel's receive path up to the
 //! receiver's socket runs inside the send call, as over veth.
 //!
-//! Left out: the read of each probe's `heads` map (one BPF syscall per
-//! probe and drain), clock events, the BPF counters' refresh, and tags
+//! Left out: the read of each probe's mapped `heads` (a few words of
+//! memory per probe and drain), clock events, the BPF counters' refresh, and tags
 //! (`--key-file`).
 
 mod feed;
