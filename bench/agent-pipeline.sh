@@ -31,8 +31,9 @@
 # Over loopback the kernel runs the receive path up to the receiver's
 # socket inside the send call (as over veth), so "kernel" includes it;
 # across a real NIC part of it would be the NIC's. Not counted: the read
-# of each probe's heads map (one BPF syscall per probe and drain), clock
-# events, the BPF counters' refresh, datagram tags (--key-file).
+# of each probe's mapped heads (a few words of memory per probe and
+# drain), clock events, the BPF counters' refresh, datagram tags
+# (--key-file).
 #
 # How to read it: null is the floor of the agent's own code; gso - null
 # is the kernel's share at the default; mmsg and off show what GSO saves.

@@ -42,6 +42,13 @@
 #          (-DREF_RING; not in the default MODES): the floor of a hook
 #          that ships an event to user space, as the rx and drops probes
 #          must (a low one: no consumer, a 64-byte record);
+#   flow   the ring references writing the probes' whole 128-byte record
+#          with the event's flow in it (-DREF_FLOW; not in the default
+#          MODES): parsed from the packet's headers at netif_receive_skb
+#          and kfree_skb as the rx and drops probes parse them, read from
+#          the socket at the socket hooks: the floor of a hook that ships
+#          an event naming its flow (no stamps, reader, cookie, filter or
+#          sampling);
 #   netns  the clock references also reading the event's network
 #          namespace as the agent's programs must first (-DREF_NETNS;
 #          not in the default MODES): the floor of a hook that filters by
@@ -55,7 +62,10 @@
 # (2) Machine CPU seconds as bench/agent-overhead.sh measures them: /proc/stat
 #     wall time x CPUs minus idle, iowait and steal (exact under NO_HZ),
 #     minus the sink's own CPU. One kernel serves both namespaces, so this
-#     includes the sender's side; the ratio is of medians.
+#     includes the sender's side; the ratio is of medians. Beside it, the
+#     added CPU counted directly ("direct"): the run time of every program
+#     the mode holds (bpf_stats) plus the agent's threads' run time
+#     (schedstat, exact to the ns), over the no-program machine CPU.
 # (3) Events/s with zero ring loss: TSO/GSO off on the sender's veth (one
 #     skb per MSS segment, so a rate step gives ~40x the events of a GSO
 #     flow), the rate raised step by step until the agent reports lost
@@ -110,7 +120,7 @@ A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
 CG=$CGROOT/ntr-rxb
-PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st PINH=/sys/fs/bpf/ntr-rxb-hs PINR=/sys/fs/bpf/ntr-rxb-rg
+PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st PINH=/sys/fs/bpf/ntr-rxb-hs PINR=/sys/fs/bpf/ntr-rxb-rg PINF=/sys/fs/bpf/ntr-rxb-fl
 LINKS=/sys/fs/bpf/ntr-rxb-links
 WORK=
 OLD_STATS=
@@ -134,7 +144,7 @@ kill_ns_procs() {
 }
 cleanup() {
     kill_ns_procs
-    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS" "$PINH" "$PINR"   # unpinning the links detaches the references
+    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS" "$PINH" "$PINR" "$PINF"   # unpinning the links detaches the references
     rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
@@ -166,12 +176,15 @@ CLANG=$(command -v clang-19 || command -v clang)
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/hs.o"
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_RING -I ebpf/include \
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/rg.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_FLOW -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/fl.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
 bpftool prog loadall "$WORK/clk.o" "$PINC"
 bpftool prog loadall "$WORK/ns.o" "$PINN"
 bpftool prog loadall "$WORK/st.o" "$PINS"
 bpftool prog loadall "$WORK/hs.o" "$PINH"
 bpftool prog loadall "$WORK/rg.o" "$PINR"
+bpftool prog loadall "$WORK/fl.o" "$PINF"
 mkdir -p "$CG"
 
 ip netns add $A; ip netns add $B
@@ -207,7 +220,7 @@ sleep 0.5
 
 source bench/lib/measure.sh
 REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC") NS_IDS=$(pinned_ids "$PINN")
-ST_IDS=$(pinned_ids "$PINS") HS_IDS=$(pinned_ids "$PINH") RG_IDS=$(pinned_ids "$PINR")
+ST_IDS=$(pinned_ids "$PINS") HS_IDS=$(pinned_ids "$PINH") RG_IDS=$(pinned_ids "$PINR") FL_IDS=$(pinned_ids "$PINF")
 
 AGENT=0
 RUN_BIN=
@@ -288,6 +301,7 @@ start_mode() {
         stamp) attach_refs "$PINS"; MODE_IDS=$ST_IDS ;;
         hist) attach_refs "$PINH"; MODE_IDS=$HS_IDS ;;
         ring) attach_refs "$PINR"; MODE_IDS=$RG_IDS ;;
+        flow) attach_refs "$PINF"; MODE_IDS=$FL_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         metrics) start_metrics rx,drops; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         cpu) start_metrics cpu; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -301,7 +315,7 @@ start_mode() {
 stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
-        ref|clock|netns|stamp|hist|ring) rm -rf "$LINKS"; echo "0 0" ;;
+        ref|clock|netns|stamp|hist|ring|flow) rm -rf "$LINKS"; echo "0 0" ;;
         metrics|malt|cpu) stop_agent; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
@@ -323,21 +337,23 @@ gbps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"][
 : > "$WORK/cpu.txt"; : > "$WORK/hooks.txt"; : > "$WORK/eps.txt"
 if ((ROUNDS > 0)); then
     echo "== (1, 2) ${SECS}s of iperf3 -b $RATE (+ UDP $DROP_RATE dropped by nftables), $ROUNDS alternating rounds of: $MODES"
-    echo "   columns: mode machine_busy_s gbps events lost sink_jiffies agent_jiffies agent_switches"
+    echo "   columns: mode machine_busy_s gbps events lost sink_jiffies agent_jiffies agent_switches agent_run_us"
     for r in $(seq "$ROUNDS"); do
         for mode in $(round_modes "$r" $MODES); do
             start_mode "$mode"
             p0=$(prog_stats $MODE_IDS)
             m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT); w0=$(proc_switches $AGENT)
+            u0=$(proc_run_us $AGENT)
             client -p 5202 -u -l 1000 -b "$DROP_RATE" -t "$SECS" > /dev/null 2>&1 &
             UDP=$!
             client -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
             wait $UDP || true
             m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT); w1=$(proc_switches $AGENT)
+            u1=$(proc_run_us $AGENT)
             p1=$(prog_stats $MODE_IDS)
             [[ $mode == none ]] || hook_lines "$mode" "$p0" "$p1" "$r" >> "$WORK/hooks.txt"
             stop_mode "$mode" > "$WORK/extra"
-            echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 )) $(( w1 - w0 ))" \
+            echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 )) $(( w1 - w0 )) $(( u1 - u0 ))" \
                 | tee -a "$WORK/cpu.txt"
         done
     done
@@ -410,8 +426,10 @@ if rows:
         if host[m] and host["none"]:
             pr = f"  paired {med(paired(m)):6.3f}" if m != "none" else ""
             print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
+    # The agent's CPU in a round: its threads' exact run time.
+    agent_s = lambda r: float(r[8]) / 1e6
     for m in ("1", "alt", "self", "100"):
-        ag = [float(r[6]) / hz for r in rows if r[0] == m]
+        ag = [agent_s(r) for r in rows if r[0] == m]
         ev = [float(r[3]) for r in rows if r[0] == m]
         lost = sum(float(r[4]) for r in rows if r[0] == m)
         if ag:
@@ -433,10 +451,10 @@ if rows:
             mine = [r for r in rows if r[0] == m]
             if m == "none" or not mine:
                 continue
-            d = [bpf_s.get((m, k + 1), 0.0) + float(r[6]) / hz for k, r in enumerate(mine)]
+            d = [bpf_s.get((m, k + 1), 0.0) + agent_s(r) for k, r in enumerate(mine)]
             bpf = med([bpf_s.get((m, k + 1), 0.0) for k in range(len(mine))])
             sw = med([float(r[7]) for r in mine])
-            print(f"    {LABEL[m]:18s} x{1 + med(d) / med(host['none']):.4f}  (BPF {bpf:.3f} s, agent {med([float(r[6]) / hz for r in mine]):.3f} s"
+            print(f"    {LABEL[m]:18s} x{1 + med(d) / med(host['none']):.4f}  (BPF {bpf:.4f} s, agent {med([agent_s(r) for r in mine]):.4f} s"
                   f" and {sw:.0f} context switches per round)")
 h = [l.split() for l in open(hooks)]
 if h:
@@ -488,6 +506,10 @@ if h:
             if rg == rg and clk == clk:
                 extra += (f"  ring ref {rg:7.1f} ({rg/clk:4.2f}x clock; agent {med(a)/rg:4.2f}x it,"
                           f" paired {paired(m, 'ring', hk):4.2f}x)")
+            fl = med(ns("flow", hk))
+            if fl == fl and clk == clk:
+                extra += (f"  flow ref {fl:7.1f} ({fl/clk:4.2f}x clock, paired {paired('flow', 'clock', hk):4.2f}x;"
+                          f" agent {med(a)/fl:4.2f}x it, paired {paired(m, 'flow', hk):4.2f}x)")
             print(f"    {TP.get(hk, hk):26s} {m:7s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:

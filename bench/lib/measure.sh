@@ -15,6 +15,13 @@ busy_s() { python3 -c 'import os,sys; a=sys.argv[1:3]; b=sys.argv[3:5]; print(ro
 # run time, so their sum is precise.
 proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 HZ=$(getconf CLK_TCK)
+# Run time of all of a process's threads in microseconds, from the
+# scheduler's own account (schedstat, exact to the ns): what a process
+# that runs a few ms per round costs, below utime+stime's 1/HZ steps.
+proc_run_us() {
+    { cat /proc/"$1"/task/*/schedstat 2>/dev/null || true; } |
+        awk '{s += $1} END {printf "%d\n", s / 1000}'
+}
 # Context switches of all of a process's threads (voluntary and not): how
 # often it woke, which costs the host beyond its own run time.
 proc_switches() {

@@ -49,6 +49,16 @@
  * record is the header and two fields where the probes fill 80-128 bytes,
  * no consumer reads the ring (its lines are never taken away by another
  * CPU) and no doorbell rings.
+ *
+ * Built with -DREF_FLOW (names "fl_..."), each does what the ring
+ * reference does, but writes a whole rx_record (the probes' record, 128
+ * bytes) naming its event's flow: at the skb hooks (netif_receive_skb,
+ * kfree_skb) parsed from the packet's headers by skb_flow.h, as the rx and
+ * drops probes parse them; at the socket hooks read from the socket's
+ * addresses and ports (skb->sk at skb_copy_datagram_iovec, nothing if it
+ * has none). Its ring is consumed by nobody, as the ring reference's: the
+ * floor of a hook that ships an event saying which flow it belongs to,
+ * without the agent's stamps, reader, cookie, filter and sampling.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -118,6 +128,119 @@ static __always_inline void rg_emit(__u32 inum)
 	r->hdr.commit = (__u32)seq + 1;
 }
 #define BODY_NS(ns) rg_emit(ns)
+#elif defined(REF_FLOW)
+#define NAME(n) fl_##n
+#include <bpf/bpf_endian.h>
+#include "tracer.h"
+/* The bench builds against the distribution's libbpf headers, which may
+ * predate bpf_core_cast (libbpf 1.3): the same kfunc cast it expands to. */
+#ifndef bpf_core_cast
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+#define bpf_core_cast(ptr, type) \
+	((type *)bpf_rdonly_cast((ptr), bpf_core_type_id_kernel(type)))
+#endif
+#include "skb_flow.h"
+
+/* As the ring reference's, with the probes' record and 64-byte heads. */
+#define FL_SLOTS 32768
+#define FL_CPUS 16
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FL_SLOTS * FL_CPUS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct rx_record);
+} fl_slots SEC(".maps");
+
+struct fl_head {
+	__u64 head;
+} __attribute__((aligned(64)));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FL_CPUS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fl_head);
+} fl_heads SEC(".maps");
+
+/* A slot of this CPU's ring with its header, clock and namespace written;
+ * NULL beyond FL_CPUS. */
+static __always_inline struct rx_record *fl_take(__u32 inum, __u64 *seq)
+{
+	__u64 t = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id(), idx;
+	struct rx_record *r;
+	struct fl_head *h;
+
+	h = bpf_map_lookup_elem(&fl_heads, &cpu);
+	if (!h)
+		return NULL;
+	*seq = __sync_fetch_and_add(&h->head, 1);
+	idx = cpu * FL_SLOTS + ((__u32)*seq & (FL_SLOTS - 1));
+	r = bpf_map_lookup_elem(&fl_slots, &idx);
+	if (!r)
+		return NULL;
+	r->hdr.kind = RECORD_RX;
+	r->hdr.len = sizeof(*r);
+	r->mono_ns = t;
+	r->netns = inum;
+	return r;
+}
+
+static __always_inline void fl_commit(struct rx_record *r, __u64 seq)
+{
+	asm volatile("" ::: "memory");
+	r->hdr.commit = (__u32)seq + 1;
+}
+
+/* The flow parsed from the packet's headers. */
+static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb)
+{
+	struct skb_flow f = {};
+	struct rx_record *r;
+	__u64 seq;
+
+	skb_flow_parse(skb, bpf_ntohs(skb->protocol), &f);
+	r = fl_take(inum, &seq);
+	if (!r)
+		return;
+	r->family = f.family;
+	r->protocol = f.l4proto;
+	r->sport = f.sport;
+	r->dport = f.dport;
+	__builtin_memcpy(r->saddr, f.saddr, 16);
+	__builtin_memcpy(r->daddr, f.daddr, 16);
+	r->seq = f.seq;
+	r->end_seq = f.end_seq;
+	fl_commit(r, seq);
+}
+
+/* The flow the socket names (none without one). */
+static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk)
+{
+	struct rx_record *r;
+	__u64 seq;
+
+	r = fl_take(inum, &seq);
+	if (!r)
+		return;
+	if (sk) {
+		const struct sock_common *c = &sk->__sk_common;
+
+		r->sport = bpf_ntohs(c->skc_dport);
+		r->dport = c->skc_num;
+		r->family = c->skc_family == AF_INET6 ? 6 : 4;
+		__builtin_memcpy(r->saddr, c->skc_v6_daddr.in6_u.u6_addr8, 16);
+		__builtin_memcpy(r->daddr, c->skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
+	} else {
+		r->family = 0;
+	}
+	fl_commit(r, seq);
+}
+#define BODY_SKB(ns, skb) fl_emit_skb(ns, skb)
+#define BODY_SK(ns, sk) fl_emit_sk(ns, sk)
 #elif defined(REF_STAMP) || defined(REF_HIST)
 #if defined(REF_HIST)
 #define NAME(n) hs_##n
@@ -174,7 +297,8 @@ static __always_inline void hs_count(__u32 slot)
 #define NAME(n) ref_##n
 #define BODY() do { } while (0)
 #endif
-#if defined(REF_NETNS) || defined(REF_STAMP) || defined(REF_HIST) || defined(REF_RING)
+#if defined(REF_NETNS) || defined(REF_STAMP) || defined(REF_HIST) || defined(REF_RING) || \
+    defined(REF_FLOW)
 #ifndef BODY_NS
 #define BODY_NS(ns)                                     \
 	do {                                            \
@@ -202,41 +326,55 @@ static __always_inline __u32 sk_ns(const struct sock *sk)
 #define BODY_STAMP(ns, skb) BODY_NS(ns)
 #endif
 
+/* The flow reference replaces each hook's body; the others keep the
+ * stamp body at the three latency hooks and the namespace body elsewhere. */
+#ifdef BODY_SKB
+#define BODY_SKB_STAMP(ns, skb) BODY_SKB(ns, skb)
+#define BODY_SKB_NS(ns, skb) BODY_SKB(ns, skb)
+#define BODY_SK_STAMP(ns, sk, skb) BODY_SK(ns, sk)
+#define BODY_SK_NS(ns, sk) BODY_SK(ns, sk)
+#else
+#define BODY_SKB_STAMP(ns, skb) BODY_STAMP(ns, skb)
+#define BODY_SKB_NS(ns, skb) BODY_NS(ns)
+#define BODY_SK_STAMP(ns, sk, skb) BODY_STAMP(ns, skb)
+#define BODY_SK_NS(ns, sk) BODY_NS(ns)
+#endif
+
 /* An indirection, so that NAME() is expanded before BPF_PROG pastes it. */
 #define PROG(n, ...) BPF_PROG(n, __VA_ARGS__)
 
 SEC("tp_btf/netif_receive_skb")
 int PROG(NAME(stack_entry), struct sk_buff *skb)
 {
-	BODY_STAMP(dev_ns(skb), skb);
+	BODY_SKB_STAMP(dev_ns(skb), skb);
 	return 0;
 }
 
 SEC("tp_btf/tcp_probe")
 int PROG(NAME(tcp_input), struct sock *sk, struct sk_buff *skb)
 {
-	BODY_STAMP(sk_ns(sk), skb);
+	BODY_SK_STAMP(sk_ns(sk), sk, skb);
 	return 0;
 }
 
 SEC("tp_btf/sk_data_ready")
 int PROG(NAME(data_ready), struct sock *sk)
 {
-	BODY_NS(sk_ns(sk));
+	BODY_SK_NS(sk_ns(sk), sk);
 	return 0;
 }
 
 SEC("tp_btf/skb_copy_datagram_iovec")
 int PROG(NAME(copy), struct sk_buff *skb, int len)
 {
-	BODY_STAMP(sk_ns(skb->sk), skb);
+	BODY_SK_STAMP(sk_ns(skb->sk), skb->sk, skb);
 	return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int PROG(NAME(read_done), struct sock *sk, int ret, int flags)
 {
-	BODY_NS(sk_ns(sk));
+	BODY_SK_NS(sk_ns(sk), sk);
 	return 0;
 }
 
@@ -244,6 +382,6 @@ SEC("tp_btf/kfree_skb")
 int PROG(NAME(kfree_skb), struct sk_buff *skb, void *location,
 	 enum skb_drop_reason reason, struct sock *rx_sk)
 {
-	BODY_NS(dev_ns(skb));
+	BODY_SKB_NS(dev_ns(skb), skb);
 	return 0;
 }
