@@ -160,17 +160,17 @@ workload_cpu() { python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["en
 
 MODES=${MODES:-"none 1 100 ref-tag ref-clock ref-untagged"}
 echo "== (b, c) ${SECS}s of iperf3 -b $RATE, $ROUNDS alternating rounds of: $MODES"
-echo "   columns: mode machine_busy_s gbps bpf_ns runs events lost sink_jiffies agent_jiffies workload_s"
+echo "   columns: mode machine_busy_s gbps bpf_ns runs events lost sink_jiffies agent_jiffies workload_s agent_run_us"
 : > "$WORK/cpu.txt"
 for r in $(seq "$ROUNDS"); do
     for mode in $(round_modes "$r" $MODES); do
         AGENT=0
         start_mode "$mode"
-        m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT)
+        m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT); u0=$(proc_run_us $AGENT)
         client -c $AB -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
-        m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT)
+        m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT); u1=$(proc_run_us $AGENT)
         stop_mode "$mode" > "$WORK/extra"  # not in $(...): it waits for the agent
-        echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 )) $(workload_cpu "$WORK/iperf.json")" \
+        echo "$mode $(busy_s "$m0" "$m1") $(gbps "$WORK/iperf.json") $(cat "$WORK/extra") $(( s1 - s0 )) $(( a1 - a0 )) $(workload_cpu "$WORK/iperf.json") $(( u1 - u0 ))" \
             | tee -a "$WORK/cpu.txt"
     done
 done
@@ -189,7 +189,7 @@ done
 python3 - "$WORK/cpu.txt" "$WORK/tput.txt" "$HZ" <<'PY'
 import sys, statistics as st
 cpu, tput, hz = sys.argv[1], sys.argv[2], int(sys.argv[3])
-# cpu.txt: mode busy_s gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies workload_s
+# cpu.txt: mode busy_s gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies workload_s agent_run_us
 rows = [l.split() for l in open(cpu)]
 def col(rows, mode, i): return [float(r[i]) for r in rows if r[0] == mode and len(r) > i]
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
@@ -199,7 +199,9 @@ LABEL = {"none": "no program", "1": "agent, every skb", "alt": "AGENT_ALT_BIN, e
          "ref-tag": "ref: tag only", "ref-clock": "ref: tag + clock", "ref-untagged": "ref: untagged"}
 print("\n== results (medians of alternating rounds; ratios are of medians)")
 host = {m: [float(r[1]) - float(r[7]) / hz for r in rows if r[0] == m] for m in LABEL}
-wl = {m: [float(r[9]) + float(r[8]) / hz for r in rows if r[0] == m and len(r) > 9] for m in LABEL}
+# The agent's CPU in a round: its threads' exact run time (schedstat).
+agent_s = lambda r: float(r[10]) / 1e6
+wl = {m: [float(r[9]) + agent_s(r) for r in rows if r[0] == m and len(r) > 10] for m in LABEL}
 # Rounds run the modes in turn, so the "none" of the same round is the pair.
 def paired(series, m):
     out, base = [], None
@@ -222,7 +224,7 @@ for m in LABEL:
         print(f"    {LABEL[m]:18s} {spread(wl[m])}  ratio {med(wl[m])/med(wl['none']):6.3f}")
 print("    direct cost: agent process + BPF run time (bpf_stats), against the no-program median")
 for m in ("1", "alt", "100"):
-    ag = [x / hz for x in col(rows, m, 8)]
+    ag = [agent_s(r) for r in rows if r[0] == m]
     bpf = [float(r[3]) * float(r[4]) / 1e9 for r in rows if r[0] == m]
     if ag and host["none"]:
         direct = 1 + (med(ag) + med(bpf)) / med(host["none"])
