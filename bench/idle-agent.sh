@@ -7,7 +7,12 @@
 # settling time. Per round: the agent's CPU in ms per second, summed over
 # its threads from their scheduler run time (/proc/PID/task/*/schedstat,
 # exact to the ns, unlike utime/stime), and its wakeups per second
-# (voluntary context switches). With AGENT_ALT_BIN a second build runs in
+# (voluntary context switches). Beside each agent, the same round runs
+# the floor: tracer-agent's wake_floor example, a process that only wakes
+# up, as often as the agent woke, read the same way; on a VM a wakeup
+# costs its sleeper tens of µs by itself (the timer and the switch are
+# charged to it), so agent / floor is what the agent does beyond being
+# woken. With AGENT_ALT_BIN a second build runs in
 # alternating rounds beside it (old vs new, same run). With STRACE=1 one
 # more pass per build counts its system calls by kind over 10 s (strace
 # -c; strace slows what it counts, so its CPU is not reported).
@@ -24,12 +29,14 @@ if [[ -n $STRACE ]] && ! command -v strace >/dev/null; then
             && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends strace >/dev/null; }
 fi
 cargo build --release --locked -q -p tracer-agent -p tracer-sink
+cargo build --release --locked -q -p tracer-agent --example wake_floor
 AGENT_BIN=${AGENT_BIN:-$PWD/target/release/tracer-agent}
 BINS=("$AGENT_BIN")
 [[ -n ${AGENT_ALT_BIN:-} ]] && BINS+=("$AGENT_ALT_BIN")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/idle-agent.XXXXXX")
-SINK_PID= AGENT_PID=
+SINK_PID= AGENT_PID= FLOOR_PID=
 cleanup() {
+    [[ -n $FLOOR_PID ]] && kill -INT "$FLOOR_PID" 2>/dev/null
     [[ -n $AGENT_PID ]] && kill -INT "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID" 2>/dev/null
     [[ -n $SINK_PID ]] && kill -TERM "$SINK_PID" 2>/dev/null && wait "$SINK_PID" 2>/dev/null
     rm -rf "$WORK"
@@ -62,10 +69,10 @@ stop_agent() {
     wait "$AGENT_PID" || echo "agent exit $?: $(tail -2 "$WORK/agent.log")" >&2
     AGENT_PID=
 }
-# "run_ns voluntary_switches" summed over the agent's threads.
+# "run_ns voluntary_switches" summed over the threads of process $1.
 snap() {
     local rt=0 sw=0 t
-    for t in /proc/"$AGENT_PID"/task/*; do
+    for t in /proc/"$1"/task/*; do
         rt=$((rt + $(awk '{print $1}' "$t/schedstat")))
         sw=$((sw + $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status")))
     done
@@ -73,28 +80,41 @@ snap() {
 }
 
 echo "== idle agent (--probes tx,rx,drops, no traffic), $ROUNDS rounds of ${SECS}s"
-echo "   columns: build round cpu_ms_per_s wakeups_per_s"
+echo "   columns: build round cpu_ms_per_s wakeups_per_s floor_cpu_ms_per_s floor_wakeups_per_s"
 : > "$WORK/rows"
+# "cpu_ms_per_s wakeups_per_s" of process $1 over SECS.
+measure() {
+    local rt0 sw0 rt1 sw1
+    read -r rt0 sw0 < <(snap "$1")
+    sleep "$SECS"
+    read -r rt1 sw1 < <(snap "$1")
+    python3 -c "print(round(($rt1 - $rt0) / $SECS / 1e6, 3), round(($sw1 - $sw0) / $SECS, 1))"
+}
 for r in $(seq "$ROUNDS"); do
     for i in "${!BINS[@]}"; do
         start_agent "${BINS[$i]}"
-        read -r rt0 sw0 < <(snap)
-        sleep "$SECS"
-        read -r rt1 sw1 < <(snap)
+        read -r cpu wk < <(measure "$AGENT_PID")
         stop_agent
-        row=$(python3 -c "print($i, $r, round(($rt1 - $rt0) / $SECS / 1e6, 3), round(($sw1 - $sw0) / $SECS, 1))")
-        echo "   $row"
-        echo "$row" >> "$WORK/rows"
+        target/release/examples/wake_floor --rate "$wk" > /dev/null &
+        FLOOR_PID=$!
+        sleep "$SETTLE"
+        read -r fcpu fwk < <(measure "$FLOOR_PID")
+        kill -INT "$FLOOR_PID"; wait "$FLOOR_PID" || true
+        echo "   $i $r $cpu $wk $fcpu $fwk" | tee -a "$WORK/rows"
     done
 done
 python3 - "$WORK/rows" "${BINS[@]}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
+med = statistics.median
 for i, b in enumerate(sys.argv[2:]):
     mine = [r for r in rows if r[0] == str(i)]
-    cpu = statistics.median(float(r[2]) for r in mine)
-    wk = statistics.median(float(r[3]) for r in mine)
-    print(f"{b}: median {cpu:.3f} ms of CPU per second ({cpu / 10:.4f} % of one CPU), {wk:.1f} wakeups/s")
+    cpu, wk = med(float(r[2]) for r in mine), med(float(r[3]) for r in mine)
+    fl = med(float(r[4]) for r in mine)
+    paired = med(float(r[2]) / float(r[4]) for r in mine if float(r[4]) > 0)
+    print(f"{b}: median {cpu:.3f} ms of CPU per second ({cpu / 10:.4f} % of one CPU), {wk:.1f} wakeups/s;"
+          f" a process only waking as often: {fl:.3f} ms/s ({fl / wk * 1e3 if wk else 0:.0f} µs per wakeup);"
+          f" agent / floor {cpu / fl if fl else float('nan'):.2f} (paired {paired:.2f})")
 PY
 if [[ -n $STRACE ]]; then
     for b in "${BINS[@]}"; do
