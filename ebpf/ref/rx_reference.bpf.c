@@ -67,71 +67,20 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+#if defined(REF_RING) || defined(REF_FLOW)
+#include <bpf/bpf_endian.h>
+#include "tracer.h"
 #if defined(REF_RING)
 #define NAME(n) rg_##n
-#include "tracer.h"
-
-/* 32768 slots of 64 bytes per CPU (the probes' default ring length), for
- * up to 16 CPUs (bpftool cannot size a map at load time); a run on a CPU
- * beyond that writes nothing. */
-#define RG_SLOTS 32768
-#define RG_CPUS 16
-
 struct rg_record {
 	struct record_hdr hdr;
 	__u64 mono_ns;
 	__u32 netns;
 	__u8 _rest[44];
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RG_SLOTS * RG_CPUS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rg_record);
-} rg_slots SEC(".maps");
-
-/* One head per CPU in lines of its own, as slot_ring.h lays them out. */
-struct rg_head {
-	__u64 head;
-} __attribute__((aligned(64)));
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RG_CPUS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct rg_head);
-} rg_heads SEC(".maps");
-
-static __always_inline void rg_emit(__u32 inum)
-{
-	__u64 t = bpf_ktime_get_ns(), seq;
-	__u32 cpu = bpf_get_smp_processor_id(), idx;
-	struct rg_record *r;
-	struct rg_head *h;
-
-	h = bpf_map_lookup_elem(&rg_heads, &cpu);
-	if (!h)
-		return;
-	seq = __sync_fetch_and_add(&h->head, 1);
-	idx = cpu * RG_SLOTS + ((__u32)seq & (RG_SLOTS - 1));
-	r = bpf_map_lookup_elem(&rg_slots, &idx);
-	if (!r)
-		return;
-	r->hdr.kind = RECORD_RX;
-	r->hdr.len = sizeof(*r);
-	r->mono_ns = t;
-	r->netns = inum;
-	asm volatile("" ::: "memory");
-	r->hdr.commit = (__u32)seq + 1;
-}
-#define BODY_NS(ns) rg_emit(ns)
-#elif defined(REF_FLOW)
+#define RING_RECORD struct rg_record
+#else
 #define NAME(n) fl_##n
-#include <bpf/bpf_endian.h>
-#include "tracer.h"
 /* The bench builds against the distribution's libbpf headers, which may
  * predate bpf_core_cast (libbpf 1.3): the same kfunc cast it expands to. */
 #ifndef bpf_core_cast
@@ -140,46 +89,51 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 	((type *)bpf_rdonly_cast((ptr), bpf_core_type_id_kernel(type)))
 #endif
 #include "skb_flow.h"
+#define RING_RECORD struct rx_record
+#endif
 
-/* As the ring reference's, with the probes' record and 64-byte heads. */
-#define FL_SLOTS 32768
-#define FL_CPUS 16
+/* 32768 slots per CPU (the probes' default ring length), for up to 16
+ * CPUs (bpftool cannot size a map at load time); a run on a CPU beyond
+ * that writes nothing. */
+#define RING_SLOTS 32768
+#define RING_CPUS 16
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FL_SLOTS * FL_CPUS);
+	__uint(max_entries, RING_SLOTS * RING_CPUS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct rx_record);
-} fl_slots SEC(".maps");
+	__type(value, RING_RECORD);
+} ring_slots SEC(".maps");
 
-struct fl_head {
+/* One head per CPU in lines of its own, as slot_ring.h lays them out. */
+struct ring_head {
 	__u64 head;
 } __attribute__((aligned(64)));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FL_CPUS);
+	__uint(max_entries, RING_CPUS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct fl_head);
-} fl_heads SEC(".maps");
+	__type(value, struct ring_head);
+} ring_heads SEC(".maps");
 
 /* A slot of this CPU's ring with its header, clock and namespace written;
- * NULL beyond FL_CPUS. */
-static __always_inline struct rx_record *fl_take(__u32 inum, __u64 *seq)
+ * NULL beyond RING_CPUS. */
+static __always_inline RING_RECORD *ring_take(__u32 inum, __u64 *seq)
 {
 	__u64 t = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id(), idx;
-	struct rx_record *r;
-	struct fl_head *h;
+	struct ring_head *h;
+	RING_RECORD *r;
 
-	h = bpf_map_lookup_elem(&fl_heads, &cpu);
+	h = bpf_map_lookup_elem(&ring_heads, &cpu);
 	if (!h)
 		return NULL;
 	*seq = __sync_fetch_and_add(&h->head, 1);
-	idx = cpu * FL_SLOTS + ((__u32)*seq & (FL_SLOTS - 1));
-	r = bpf_map_lookup_elem(&fl_slots, &idx);
+	idx = cpu * RING_SLOTS + ((__u32)*seq & (RING_SLOTS - 1));
+	r = bpf_map_lookup_elem(&ring_slots, &idx);
 	if (!r)
 		return NULL;
 	r->hdr.kind = RECORD_RX;
@@ -189,12 +143,25 @@ static __always_inline struct rx_record *fl_take(__u32 inum, __u64 *seq)
 	return r;
 }
 
-static __always_inline void fl_commit(struct rx_record *r, __u64 seq)
+/* Publish: the commit word last. */
+static __always_inline void ring_commit(RING_RECORD *r, __u64 seq)
 {
 	asm volatile("" ::: "memory");
 	r->hdr.commit = (__u32)seq + 1;
 }
 
+#if defined(REF_RING)
+static __always_inline void rg_emit(__u32 inum)
+{
+	struct rg_record *r;
+	__u64 seq;
+
+	r = ring_take(inum, &seq);
+	if (r)
+		ring_commit(r, seq);
+}
+#define BODY_NS(ns) rg_emit(ns)
+#else
 /* The flow parsed from the packet's headers. */
 static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb)
 {
@@ -203,7 +170,7 @@ static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb)
 	__u64 seq;
 
 	skb_flow_parse(skb, bpf_ntohs(skb->protocol), &f);
-	r = fl_take(inum, &seq);
+	r = ring_take(inum, &seq);
 	if (!r)
 		return;
 	r->family = f.family;
@@ -214,7 +181,7 @@ static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb)
 	__builtin_memcpy(r->daddr, f.daddr, 16);
 	r->seq = f.seq;
 	r->end_seq = f.end_seq;
-	fl_commit(r, seq);
+	ring_commit(r, seq);
 }
 
 /* The flow the socket names (none without one). */
@@ -223,7 +190,7 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk)
 	struct rx_record *r;
 	__u64 seq;
 
-	r = fl_take(inum, &seq);
+	r = ring_take(inum, &seq);
 	if (!r)
 		return;
 	if (sk) {
@@ -237,10 +204,11 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk)
 	} else {
 		r->family = 0;
 	}
-	fl_commit(r, seq);
+	ring_commit(r, seq);
 }
 #define BODY_SKB(ns, skb) fl_emit_skb(ns, skb)
 #define BODY_SK(ns, sk) fl_emit_sk(ns, sk)
+#endif
 #elif defined(REF_STAMP) || defined(REF_HIST)
 #if defined(REF_HIST)
 #define NAME(n) hs_##n
