@@ -75,7 +75,9 @@ BIN=target/release/examples/agent_pipeline
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/agent-pipeline.XXXXXX")
 SINK_PID=
 cleanup() {
-    [[ -n $SINK_PID ]] && kill -TERM "$SINK_PID" 2>/dev/null && wait "$SINK_PID" 2>/dev/null
+    # A sink ended by the signal makes wait fail: under set -e that would
+    # end the trap before the temporary files go.
+    [[ -n $SINK_PID ]] && kill -TERM "$SINK_PID" 2>/dev/null && wait "$SINK_PID" 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -35,7 +35,10 @@ BINS=("$AGENT_BIN")
 [[ -n ${AGENT_ALT_BIN:-} ]] && BINS+=("$AGENT_ALT_BIN")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/idle-agent.XXXXXX")
 SINK_PID= AGENT_PID= FLOOR_PID=
+# Every step whatever the one before did: under set -e a failed kill (a
+# process already gone) would end the trap before the sink is stopped.
 cleanup() {
+    set +e
     [[ -n $FLOOR_PID ]] && kill -INT "$FLOOR_PID" 2>/dev/null
     [[ -n $AGENT_PID ]] && kill -INT "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID" 2>/dev/null
     [[ -n $SINK_PID ]] && kill -TERM "$SINK_PID" 2>/dev/null && wait "$SINK_PID" 2>/dev/null
@@ -100,6 +103,7 @@ for r in $(seq "$ROUNDS"); do
         sleep "$SETTLE"
         read -r fcpu fwk < <(measure "$FLOOR_PID")
         kill -INT "$FLOOR_PID"; wait "$FLOOR_PID" || true
+        FLOOR_PID=
         echo "   $i $r $cpu $wk $fcpu $fwk" | tee -a "$WORK/rows"
     done
 done
