@@ -251,17 +251,12 @@ impl<'obj, K: ProbeKind> Loaded<'obj, K> {
         for p in K::PROGRAMS {
             program::<K>(obj, p.program())?;
         }
-        let heads = obj
-            .maps()
-            .find(|m| m.name() == "heads")
-            .ok_or_else(|| missing::<K>("map", "heads"))?;
+        // The mappings outlive the handles' fds: a mapping holds its map.
+        let heads = handle::<K>(obj, "heads")?;
         let heads = Heads::new(heads.as_fd(), heads.value_size() as usize, ncpu)
             .map_err(|e| map_err::<K>("heads")(libbpf_rs::Error::from(e)))?;
         let now = heads.now();
-        let slots = obj
-            .maps()
-            .find(|m| m.name() == "slots")
-            .ok_or_else(|| missing::<K>("map", "slots"))?;
+        let slots = handle::<K>(obj, "slots")?;
         let ring = SlotRing::new(
             slots.as_fd(),
             size_of::<K::Record>(),

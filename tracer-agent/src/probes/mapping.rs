@@ -40,7 +40,8 @@ impl ReadMapping {
         })
     }
 
-    /// The first byte of the mapping; `len()` bytes are readable from it.
+    /// The first byte of the mapping: the `bytes` given to `new` (rounded
+    /// up to pages) are readable from it.
     pub fn base(&self) -> *const u8 {
         self.base
     }
