@@ -11,7 +11,7 @@ use crate::global::{Adjustment, GlobalClock};
 use crate::servo::machine::{Servo, ServoState};
 use crate::servo::sanity::{SanityCounters, SanityEvent};
 use crate::source::traits::{OffsetSample, ReferenceClock};
-use crate::worker::Worker;
+use crate::worker::{StopFlag, Worker};
 
 /// One update, as phc2sys -m prints it, plus the raw sample.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -220,7 +220,8 @@ impl<R: ReferenceClock> Discipline<R> {
 
     /// Wait one interval through the source (sleeps; a simulation advances).
     pub fn wait(&mut self, interval: Duration) {
-        self.source.wait_ns(interval.as_nanos() as u64);
+        self.source
+            .wait_ns(interval.as_nanos() as u64, &StopFlag::default());
     }
 }
 
@@ -240,14 +241,10 @@ impl<R: ReferenceClock + 'static> Discipline<R> {
         Worker::spawn("clocksync", move |stop| {
             while !stop.is_set() {
                 on_report(self.tick());
-                // Wait through the source (a simulation advances instead of
-                // sleeping) in slices, so a stop is prompt without waking often.
-                let mut left = interval;
-                while !left.is_zero() && !stop.is_set() {
-                    let slice = left.min(Duration::from_millis(250));
-                    self.source.wait_ns(slice.as_nanos() as u64);
-                    left -= slice;
-                }
+                // Through the source (a simulation advances instead of
+                // sleeping); a stop wakes it, so the thread wakes once per
+                // sample, not every few hundred ms to look at the flag.
+                self.source.wait_ns(interval.as_nanos() as u64, &stop);
             }
             self
         })

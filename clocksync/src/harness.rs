@@ -21,6 +21,7 @@ use crate::servo::sanity::SanityConfig;
 use crate::source::exchange::msg::{Kind, Message};
 use crate::source::sim::{SimConfig, SimPhc};
 use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
+use crate::worker::StopFlag;
 
 /// One simulated update: the servo's report and the true error of the
 /// global clock at the sample instant.
@@ -137,8 +138,8 @@ impl<R: ReferenceClock> ReferenceClock for Forged<R> {
     fn hardware_stamped(&self) -> bool {
         self.inner.hardware_stamped()
     }
-    fn wait_ns(&mut self, dt_ns: u64) {
-        self.inner.wait_ns(dt_ns)
+    fn wait_ns(&mut self, dt_ns: u64, stop: &StopFlag) {
+        self.inner.wait_ns(dt_ns, stop)
     }
     fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {
         self.inner.truth_ref_ns(mono_ns)

@@ -3,38 +3,57 @@
 //! the exchange responder) and in the agent and the sink.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The loop's side of the stop flag.
 #[derive(Debug, Clone, Default)]
-pub struct StopFlag(Arc<AtomicBool>);
+pub struct StopFlag(Arc<StopInner>);
+
+#[derive(Debug, Default)]
+struct StopInner {
+    set: AtomicBool,
+    /// What [`StopFlag::wait`] sleeps on: a stop wakes it at once, so a
+    /// loop that waits long between rounds wakes once per round (a wakeup
+    /// costs the host tens of microseconds, more than the round's work).
+    lock: Mutex<()>,
+    woken: Condvar,
+}
 
 impl StopFlag {
     /// True once the owner asked the loop to stop.
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.set.load(Ordering::Acquire)
     }
 
-    /// Ask the loop to stop.
+    /// Ask the loop to stop, waking it if it waits.
     pub fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.set.store(true, Ordering::Release);
+        // Under the lock: a waiter between its check of the flag and its
+        // sleep holds it, so the notification cannot fall in between.
+        let _g = self.0.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.0.woken.notify_all();
     }
 
-    /// Sleep `d`, waking every `slice` to check the flag, so a stop is
-    /// prompt without frequent wakeups. Returns false if stopped meanwhile.
-    pub fn sleep(&self, d: Duration, slice: Duration) -> bool {
-        let mut left = d;
-        while !left.is_zero() {
+    /// Sleep `d`, or less if the flag is set meanwhile: one wakeup, however
+    /// long `d`. Returns false if stopped.
+    pub fn wait(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut g = self.0.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
             if self.is_set() {
                 return false;
             }
-            let s = left.min(slice);
-            std::thread::sleep(s);
-            left -= s;
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            g = match self.0.woken.wait_timeout(g, deadline - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
         }
-        !self.is_set()
     }
 }
 
@@ -108,7 +127,7 @@ mod tests {
     fn finish_returns_the_result() {
         let w = Worker::spawn("t", |stop| {
             let mut n = 0u32;
-            while stop.sleep(Duration::from_millis(2), Duration::from_millis(1)) {
+            while stop.wait(Duration::from_millis(2)) {
                 n += 1;
             }
             n
@@ -116,5 +135,27 @@ mod tests {
         .unwrap();
         std::thread::sleep(Duration::from_millis(10));
         assert!(w.finish().is_some());
+    }
+
+    #[test]
+    fn a_stop_ends_a_long_wait() {
+        // A loop waiting an hour between rounds still stops when asked:
+        // the stop wakes it rather than a periodic check. (The channel's
+        // timeout makes a broken wake fail the test instead of hanging it.)
+        let stop = StopFlag::default();
+        let flag = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || tx.send(flag.wait(Duration::from_secs(3600))));
+        std::thread::sleep(Duration::from_millis(20));
+        stop.set();
+        let finished = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the stop woke the waiting thread");
+        assert!(!finished, "the wait reports the stop");
+        t.join().unwrap().unwrap();
+        // Set before the wait starts: it returns at once.
+        assert!(!stop.wait(Duration::from_secs(3600)));
+        // Not set: the whole wait, then true.
+        assert!(StopFlag::default().wait(Duration::from_millis(1)));
     }
 }

@@ -37,6 +37,7 @@ use crate::bracket::{now_ns, ClockId};
 use crate::error::ClockError;
 use crate::source::sim::SplitMix64;
 use crate::source::traits::{Clock, OffsetSample, ReferenceClock};
+use crate::worker::StopFlag;
 
 /// Walk knots are this far apart in true time, ns (one second).
 const KNOT_NS: i64 = 1_000_000_000;
@@ -369,8 +370,8 @@ impl<R: ReferenceClock> ReferenceClock for OnOscillator<R> {
     fn hardware_stamped(&self) -> bool {
         self.inner.hardware_stamped()
     }
-    fn wait_ns(&mut self, dt_ns: u64) {
-        self.inner.wait_ns(dt_ns)
+    fn wait_ns(&mut self, dt_ns: u64, stop: &StopFlag) {
+        self.inner.wait_ns(dt_ns, stop)
     }
     fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {
         self.inner.truth_ref_ns(self.osc.true_ns(mono_ns))

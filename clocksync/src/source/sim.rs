@@ -13,6 +13,7 @@
 
 use crate::error::ClockError;
 use crate::source::traits::{Clock, OffsetSample, ReferenceClock, DEFAULT_READS};
+use crate::worker::StopFlag;
 
 /// Parameters of the simulated PHC.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,7 +237,7 @@ impl ReferenceClock for SimPhc {
         }
         best.ok_or_else(|| ClockError::NoReading(self.name()))
     }
-    fn wait_ns(&mut self, dt_ns: u64) {
+    fn wait_ns(&mut self, dt_ns: u64, _stop: &StopFlag) {
         self.advance_ns(dt_ns);
     }
     fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {

@@ -4,6 +4,7 @@
 
 use crate::error::ClockError;
 use crate::source::exchange::stats::SharedExchangeStats;
+use crate::worker::StopFlag;
 
 /// Default number of bracketed readings per sample; phc2sys `-N` default 5.
 pub const DEFAULT_READS: usize = 5;
@@ -47,11 +48,11 @@ pub trait ReferenceClock: Clock + Send {
     fn hardware_stamped(&self) -> bool {
         true
     }
-    /// Wait `dt_ns` before the next sample. Real sources sleep; the
-    /// simulated PHC advances its simulated time instead, so simulations
-    /// run instantly.
-    fn wait_ns(&mut self, dt_ns: u64) {
-        std::thread::sleep(std::time::Duration::from_nanos(dt_ns));
+    /// Wait `dt_ns` before the next sample, or until `stop` is set. Real
+    /// sources sleep (one wakeup, cut short by a stop); the simulated PHC
+    /// advances its simulated time instead, so simulations run instantly.
+    fn wait_ns(&mut self, dt_ns: u64, stop: &StopFlag) {
+        stop.wait(std::time::Duration::from_nanos(dt_ns));
     }
     /// Ground truth `ref - mono` at `mono_ns`, when known (simulation only).
     fn truth_ref_ns(&self, _mono_ns: u64) -> Option<u64> {
@@ -81,8 +82,8 @@ impl<R: ReferenceClock + ?Sized> ReferenceClock for Box<R> {
     fn hardware_stamped(&self) -> bool {
         (**self).hardware_stamped()
     }
-    fn wait_ns(&mut self, dt_ns: u64) {
-        (**self).wait_ns(dt_ns)
+    fn wait_ns(&mut self, dt_ns: u64, stop: &StopFlag) {
+        (**self).wait_ns(dt_ns, stop)
     }
     fn truth_ref_ns(&self, mono_ns: u64) -> Option<u64> {
         (**self).truth_ref_ns(mono_ns)
