@@ -49,6 +49,12 @@
 #          the socket at the socket hooks: the floor of a hook that ships
 #          an event naming its flow (no stamps, reader, cookie, filter or
 #          sampling);
+#   record the flow references also filling the rest of the rx probe's
+#          record where it fills it: the skb's stamps and device, the
+#          reader's pid, tid and name (at skb_copy_datagram_iovec and
+#          sock_recv_length) and the socket's cookie (-DREF_RECORD; not in
+#          the default MODES): the floor of a hook that ships the record
+#          the probe ships, without its filter, sampling or branches;
 #   netns  the clock references also reading the event's network
 #          namespace as the agent's programs must first (-DREF_NETNS;
 #          not in the default MODES): the floor of a hook that filters by
@@ -120,7 +126,7 @@ A=ntr-rxb-a B=ntr-rxb-b AA=10.212.0.1 AB=10.212.0.2 DA=ntrrxb-a DB=ntrrxb-b
 CGROOT=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 [[ -n $CGROOT ]] || { echo "no cgroup2 mount: mount -t cgroup2 none /sys/fs/cgroup/unified" >&2; exit 1; }
 CG=$CGROOT/ntr-rxb
-PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st PINH=/sys/fs/bpf/ntr-rxb-hs PINR=/sys/fs/bpf/ntr-rxb-rg PINF=/sys/fs/bpf/ntr-rxb-fl
+PIN=/sys/fs/bpf/ntr-rxb-ref PINC=/sys/fs/bpf/ntr-rxb-clk PINN=/sys/fs/bpf/ntr-rxb-ns PINS=/sys/fs/bpf/ntr-rxb-st PINH=/sys/fs/bpf/ntr-rxb-hs PINR=/sys/fs/bpf/ntr-rxb-rg PINF=/sys/fs/bpf/ntr-rxb-fl PINRC=/sys/fs/bpf/ntr-rxb-rc
 LINKS=/sys/fs/bpf/ntr-rxb-links
 WORK=
 OLD_STATS=
@@ -144,7 +150,7 @@ kill_ns_procs() {
 }
 cleanup() {
     kill_ns_procs
-    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS" "$PINH" "$PINR" "$PINF"   # unpinning the links detaches the references
+    rm -rf "$LINKS" "$PIN" "$PINC" "$PINN" "$PINS" "$PINH" "$PINR" "$PINF" "$PINRC"   # unpinning the links detaches the references
     rmdir "$CG" 2>/dev/null || true
     ip netns del $A 2>/dev/null || true
     ip netns del $B 2>/dev/null || true
@@ -178,6 +184,8 @@ CLANG=$(command -v clang-19 || command -v clang)
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/rg.o"
 "$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_FLOW -I ebpf/include \
     -c ebpf/ref/rx_reference.bpf.c -o "$WORK/fl.o"
+"$CLANG" -target bpf -g -O2 -mcpu=v3 -Wall -Werror -DREF_RECORD -I ebpf/include \
+    -c ebpf/ref/rx_reference.bpf.c -o "$WORK/rc.o"
 bpftool prog loadall "$WORK/ref.o" "$PIN"
 bpftool prog loadall "$WORK/clk.o" "$PINC"
 bpftool prog loadall "$WORK/ns.o" "$PINN"
@@ -185,6 +193,7 @@ bpftool prog loadall "$WORK/st.o" "$PINS"
 bpftool prog loadall "$WORK/hs.o" "$PINH"
 bpftool prog loadall "$WORK/rg.o" "$PINR"
 bpftool prog loadall "$WORK/fl.o" "$PINF"
+bpftool prog loadall "$WORK/rc.o" "$PINRC"
 mkdir -p "$CG"
 
 ip netns add $A; ip netns add $B
@@ -220,7 +229,7 @@ sleep 0.5
 
 source bench/lib/measure.sh
 REF_IDS=$(pinned_ids "$PIN") CLK_IDS=$(pinned_ids "$PINC") NS_IDS=$(pinned_ids "$PINN")
-ST_IDS=$(pinned_ids "$PINS") HS_IDS=$(pinned_ids "$PINH") RG_IDS=$(pinned_ids "$PINR") FL_IDS=$(pinned_ids "$PINF")
+ST_IDS=$(pinned_ids "$PINS") HS_IDS=$(pinned_ids "$PINH") RG_IDS=$(pinned_ids "$PINR") FL_IDS=$(pinned_ids "$PINF") RC_IDS=$(pinned_ids "$PINRC")
 
 AGENT=0
 RUN_BIN=
@@ -302,6 +311,7 @@ start_mode() {
         hist) attach_refs "$PINH"; MODE_IDS=$HS_IDS ;;
         ring) attach_refs "$PINR"; MODE_IDS=$RG_IDS ;;
         flow) attach_refs "$PINF"; MODE_IDS=$FL_IDS ;;
+        record) attach_refs "$PINRC"; MODE_IDS=$RC_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         metrics) start_metrics rx,drops; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         cpu) start_metrics cpu; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -315,7 +325,7 @@ start_mode() {
 stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
-        ref|clock|netns|stamp|hist|ring|flow) rm -rf "$LINKS"; echo "0 0" ;;
+        ref|clock|netns|stamp|hist|ring|flow|record) rm -rf "$LINKS"; echo "0 0" ;;
         metrics|malt|cpu) stop_agent; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
@@ -510,6 +520,10 @@ if h:
             if fl == fl and clk == clk:
                 extra += (f"  flow ref {fl:7.1f} ({fl/clk:4.2f}x clock, paired {paired('flow', 'clock', hk):4.2f}x;"
                           f" agent {med(a)/fl:4.2f}x it, paired {paired(m, 'flow', hk):4.2f}x)")
+            rc = med(ns("record", hk))
+            if rc == rc and clk == clk:
+                extra += (f"  record ref {rc:7.1f} ({rc/clk:4.2f}x clock, paired {paired('record', 'clock', hk):4.2f}x;"
+                          f" agent {med(a)/rc:4.2f}x it, paired {paired(m, 'record', hk):4.2f}x)")
             print(f"    {TP.get(hk, hk):26s} {m:7s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:

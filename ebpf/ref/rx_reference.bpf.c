@@ -59,6 +59,16 @@
  * has none). Its ring is consumed by nobody, as the ring reference's: the
  * floor of a hook that ships an event saying which flow it belongs to,
  * without the agent's stamps, reader, cookie, filter and sampling.
+ *
+ * Built with -DREF_RECORD (names "rc_..."), each does what the flow
+ * reference does and also fills the rest of the record where the rx
+ * probe fills it: the skb's stamps (its RX stamp, clock type and the
+ * hardware stamp in its shared info) and the device at the skb hooks, the
+ * reader (pid, tid and name, loaded from the current task as rx.bpf.c
+ * loads them) at skb_copy_datagram_iovec and sock_recv_length, the
+ * socket's cookie wherever there is a socket: the floor of a hook that
+ * ships the record the probe ships, with none of its filter, sampling or
+ * branches.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -67,6 +77,9 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+#if defined(REF_RECORD)
+#define REF_FLOW
+#endif
 #if defined(REF_RING) || defined(REF_FLOW)
 #include <bpf/bpf_endian.h>
 #include "tracer.h"
@@ -80,7 +93,11 @@ struct rg_record {
 };
 #define RING_RECORD struct rg_record
 #else
+#if defined(REF_RECORD)
+#define NAME(n) rc_##n
+#else
 #define NAME(n) fl_##n
+#endif
 /* The bench builds against the distribution's libbpf headers, which may
  * predate bpf_core_cast (libbpf 1.3): the same kfunc cast it expands to. */
 #ifndef bpf_core_cast
@@ -162,8 +179,35 @@ static __always_inline void rg_emit(__u32 inum)
 }
 #define BODY_NS(ns) rg_emit(ns)
 #else
-/* The flow parsed from the packet's headers. */
-static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb)
+#ifdef REF_RECORD
+/* The skb's stamps, loaded as rx.bpf.c's fill_stamps loads them. */
+static __always_inline void rc_stamps(struct rx_record *r,
+				      const struct sk_buff *skb)
+{
+	struct skb_shared_info *shinfo;
+
+	r->rx_stamp_ns = skb->tstamp;
+	r->tstamp_type = BPF_CORE_READ_BITFIELD(skb, tstamp_type);
+	shinfo = bpf_core_cast(skb->head + skb->end, struct skb_shared_info);
+	r->hw_ns = shinfo->hwtstamps.hwtstamp;
+}
+
+/* The reader, loaded as rx.bpf.c's fill_task loads it. */
+static __always_inline void rc_reader(struct rx_record *r)
+{
+	const struct task_struct *task = bpf_get_current_task_btf();
+
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	*(__u64 *)r->comm = *(const __u64 *)task->comm;
+	*(__u64 *)(r->comm + 8) = *(const __u64 *)(task->comm + 8);
+}
+#endif
+
+/* The flow parsed from the packet's headers (with -DREF_RECORD, also the
+ * skb's stamps when `stamps`). */
+static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb,
+					bool stamps)
 {
 	struct skb_flow f = {};
 	struct rx_record *r;
@@ -181,11 +225,19 @@ static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb)
 	__builtin_memcpy(r->daddr, f.daddr, 16);
 	r->seq = f.seq;
 	r->end_seq = f.end_seq;
+#ifdef REF_RECORD
+	if (stamps) {
+		rc_stamps(r, skb);
+		r->ifindex = skb->dev ? skb->dev->ifindex : 0;
+	}
+	r->len = skb->len;
+#endif
 	ring_commit(r, seq);
 }
 
 /* The flow the socket names (none without one). */
-static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk)
+static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk,
+				       const struct sk_buff *skb, bool reader)
 {
 	struct rx_record *r;
 	__u64 seq;
@@ -193,6 +245,18 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk)
 	r = ring_take(inum, &seq);
 	if (!r)
 		return;
+#ifdef REF_RECORD
+	if (skb) {
+		rc_stamps(r, skb);
+		r->ifindex = skb->skb_iif;
+		r->seq = *(__u32 *)skb->cb;
+		r->end_seq = *(__u32 *)(skb->cb + 4);
+	}
+	if (reader)
+		rc_reader(r);
+	if (sk)
+		r->cookie = sk->__sk_common.skc_cookie.counter;
+#endif
 	if (sk) {
 		const struct sock_common *c = &sk->__sk_common;
 
@@ -206,8 +270,12 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk)
 	}
 	ring_commit(r, seq);
 }
-#define BODY_SKB(ns, skb) fl_emit_skb(ns, skb)
-#define BODY_SK(ns, sk) fl_emit_sk(ns, sk)
+#define BODY_SKB(ns, skb) fl_emit_skb(ns, skb, false)
+#define BODY_SK(ns, sk) fl_emit_sk(ns, sk, NULL, false)
+#define BODY_SKB_STAMP(ns, skb) fl_emit_skb(ns, skb, true)
+#define BODY_SK_STAMP(ns, sk, skb) fl_emit_sk(ns, sk, skb, false)
+#define BODY_SK_COPY(ns, sk, skb) fl_emit_sk(ns, sk, skb, true)
+#define BODY_SK_READ(ns, sk) fl_emit_sk(ns, sk, NULL, true)
 #endif
 #elif defined(REF_STAMP) || defined(REF_HIST)
 #if defined(REF_HIST)
@@ -297,15 +365,19 @@ static __always_inline __u32 sk_ns(const struct sock *sk)
 /* The flow reference replaces each hook's body; the others keep the
  * stamp body at the three latency hooks and the namespace body elsewhere. */
 #ifdef BODY_SKB
-#define BODY_SKB_STAMP(ns, skb) BODY_SKB(ns, skb)
 #define BODY_SKB_NS(ns, skb) BODY_SKB(ns, skb)
-#define BODY_SK_STAMP(ns, sk, skb) BODY_SK(ns, sk)
 #define BODY_SK_NS(ns, sk) BODY_SK(ns, sk)
 #else
 #define BODY_SKB_STAMP(ns, skb) BODY_STAMP(ns, skb)
 #define BODY_SKB_NS(ns, skb) BODY_NS(ns)
 #define BODY_SK_STAMP(ns, sk, skb) BODY_STAMP(ns, skb)
 #define BODY_SK_NS(ns, sk) BODY_NS(ns)
+#endif
+/* The reader's two hooks: what the others do there, unless the record
+ * reference says more. */
+#ifndef BODY_SK_COPY
+#define BODY_SK_COPY(ns, sk, skb) BODY_SK_STAMP(ns, sk, skb)
+#define BODY_SK_READ(ns, sk) BODY_SK_NS(ns, sk)
 #endif
 
 /* An indirection, so that NAME() is expanded before BPF_PROG pastes it. */
@@ -335,14 +407,14 @@ int PROG(NAME(data_ready), struct sock *sk)
 SEC("tp_btf/skb_copy_datagram_iovec")
 int PROG(NAME(copy), struct sk_buff *skb, int len)
 {
-	BODY_SK_STAMP(sk_ns(skb->sk), skb->sk, skb);
+	BODY_SK_COPY(sk_ns(skb->sk), skb->sk, skb);
 	return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int PROG(NAME(read_done), struct sock *sk, int ret, int flags)
 {
-	BODY_SK_NS(sk_ns(sk), sk);
+	BODY_SK_READ(sk_ns(sk), sk);
 	return 0;
 }
 
