@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::process::Command;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use tracer_codec::{Event, RxStage};
@@ -26,6 +27,18 @@ const CLOSED_PORT: u16 = 9;
 const DATAGRAMS: usize = 40;
 const METRICS: &str = "127.0.0.1:19431";
 const PROMETHEUS: &str = "127.0.0.1:19090";
+
+/// Held for reading by every test that runs an agent with metrics
+/// programs, and for writing by the one that checks no metrics program
+/// outlived a failed agent: the tests of this file run in parallel, so a
+/// check of the system's programs would otherwise see the others'.
+static METRICS_PROGRAMS: RwLock<()> = RwLock::new(());
+
+fn loads_metrics_programs() -> RwLockReadGuard<'static, ()> {
+    METRICS_PROGRAMS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The RX hooks: the trace's stage and the metric's `hook` label.
 const HOOKS: [(RxStage, &str); 3] = [
@@ -168,6 +181,7 @@ fn prometheus_sees_the_latencies_and_drops_of_the_trace() {
     if !require_root() {
         return;
     }
+    let _loads = loads_metrics_programs();
     let have_prometheus = Command::new("prometheus")
         .arg("--version")
         .output()
@@ -346,6 +360,7 @@ fn tx_stage_histograms_and_tcp_counters_match_the_trace() {
     if !require_root() {
         return;
     }
+    let _loads = loads_metrics_programs();
     let pair = NetnsPair::create("ntrpt", 229).expect("creating namespaces");
     let out = tempfile::tempdir().unwrap();
     let mut cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
@@ -464,6 +479,9 @@ fn agent_metrics_options_are_checked() {
     if !require_root() {
         return;
     }
+    let _alone = METRICS_PROGRAMS
+        .write()
+        .unwrap_or_else(PoisonError::into_inner);
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let (code, err) = agent(&["--metrics", &addr, "--metrics-with", "drops"]);
@@ -472,15 +490,28 @@ fn agent_metrics_options_are_checked() {
         err.contains(&format!("listening for Prometheus scrapes on {addr}")),
         "{err}"
     );
-    let progs = Command::new("bpftool")
-        .args(["prog", "show"])
-        .output()
-        .unwrap();
-    let progs = String::from_utf8_lossy(&progs.stdout);
-    assert!(
-        !progs.contains("metrics_kfree_s"),
-        "a metrics program stayed loaded: {progs}"
-    );
+    // The kernel frees a tracing program once its link is gone, and a
+    // raw tracepoint link is freed after an RCU grace period, not at the
+    // close of the last descriptor: for some milliseconds after the agent
+    // exits (15 ms here) bpftool still lists its programs. A program that
+    // stays (pinned, or held by something else) is still there after the
+    // grace period, which takes far less than the deadline.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let progs = Command::new("bpftool")
+            .args(["prog", "show"])
+            .output()
+            .unwrap();
+        let progs = String::from_utf8_lossy(&progs.stdout);
+        if !progs.contains("metrics_kfree_s") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a metrics program stayed loaded: {progs}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Metrics alone (no trace), labelled by interface and namespace: the
@@ -491,6 +522,7 @@ fn metrics_alone_label_by_interface_and_namespace() {
     if !require_root() {
         return;
     }
+    let _loads = loads_metrics_programs();
     let pair = NetnsPair::create("ntrpl", 228).expect("creating namespaces");
     let mut cmd = NetnsPair::exec(&pair.a, &bin("tracer-agent"));
     cmd.args(["--metrics", METRICS, "--metrics-with", "rx"])
@@ -550,6 +582,7 @@ fn network_cpu_time_in_metrics_and_trace() {
     if !require_root() {
         return;
     }
+    let _loads = loads_metrics_programs();
     let pair = NetnsPair::create("ntrpc", 227).expect("creating namespaces");
     let out = tempfile::tempdir().unwrap();
     let mut cmd = NetnsPair::exec(&pair.b, &bin("tracer-agent"));
