@@ -27,6 +27,7 @@
 #include "tracer.h"
 #include "skb_flow.h"
 #include "sample.h"
+#include "rx_fields.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -77,37 +78,12 @@ static __always_inline void fill_head(struct rx_record *r, __u8 stage,
 	r->stage = stage;
 }
 
-/* The skb's own stamps: software RX stamp (REALTIME unless tstamp_type
- * says otherwise) and the NIC's hardware stamp. */
-static __always_inline void fill_stamps(struct rx_record *r,
-					const struct sk_buff *skb)
-{
-	struct skb_shared_info *shinfo;
-
-	r->rx_stamp_ns = skb->tstamp;
-	r->tstamp_type = BPF_CORE_READ_BITFIELD(skb, tstamp_type);
-	shinfo = bpf_core_cast(skb->head + skb->end, struct skb_shared_info);
-	r->hw_ns = shinfo->hwtstamps.hwtstamp;
-}
-
 /* Stages without an skb. */
 static __always_inline void no_stamps(struct rx_record *r)
 {
 	r->rx_stamp_ns = 0;
 	r->tstamp_type = 0;
 	r->hw_ns = 0;
-}
-
-/* The reader: this task, at the application stages. Direct loads from the
- * task (bpf_get_current_comm alone cost about 170 ns here); a rename racing
- * with the copy may tear the name, as it may with the helper. */
-static __always_inline void fill_task(struct rx_record *r,
-				      const struct task_struct *task)
-{
-	r->pid = task->tgid;
-	r->tid = task->pid;
-	*(__u64 *)r->comm = *(const __u64 *)task->comm;
-	*(__u64 *)(r->comm + 8) = *(const __u64 *)(task->comm + 8);
 }
 
 static __always_inline void no_task(struct rx_record *r)

@@ -180,28 +180,7 @@ static __always_inline void rg_emit(__u32 inum)
 #define BODY_NS(ns) rg_emit(ns)
 #else
 #ifdef REF_RECORD
-/* The skb's stamps, loaded as rx.bpf.c's fill_stamps loads them. */
-static __always_inline void rc_stamps(struct rx_record *r,
-				      const struct sk_buff *skb)
-{
-	struct skb_shared_info *shinfo;
-
-	r->rx_stamp_ns = skb->tstamp;
-	r->tstamp_type = BPF_CORE_READ_BITFIELD(skb, tstamp_type);
-	shinfo = bpf_core_cast(skb->head + skb->end, struct skb_shared_info);
-	r->hw_ns = shinfo->hwtstamps.hwtstamp;
-}
-
-/* The reader, loaded as rx.bpf.c's fill_task loads it. */
-static __always_inline void rc_reader(struct rx_record *r)
-{
-	const struct task_struct *task = bpf_get_current_task_btf();
-
-	r->pid = task->tgid;
-	r->tid = task->pid;
-	*(__u64 *)r->comm = *(const __u64 *)task->comm;
-	*(__u64 *)(r->comm + 8) = *(const __u64 *)(task->comm + 8);
-}
+#include "rx_fields.h"
 #endif
 
 /* The flow parsed from the packet's headers (with -DREF_RECORD, also the
@@ -227,7 +206,7 @@ static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb,
 	r->end_seq = f.end_seq;
 #ifdef REF_RECORD
 	if (stamps) {
-		rc_stamps(r, skb);
+		fill_stamps(r, skb);
 		r->ifindex = skb->dev ? skb->dev->ifindex : 0;
 	}
 	r->len = skb->len;
@@ -247,13 +226,13 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk,
 		return;
 #ifdef REF_RECORD
 	if (skb) {
-		rc_stamps(r, skb);
+		fill_stamps(r, skb);
 		r->ifindex = skb->skb_iif;
 		r->seq = *(__u32 *)skb->cb;
 		r->end_seq = *(__u32 *)(skb->cb + 4);
 	}
 	if (reader)
-		rc_reader(r);
+		fill_task(r, bpf_get_current_task_btf());
 	if (sk)
 		r->cookie = sk->__sk_common.skc_cookie.counter;
 #endif
