@@ -516,14 +516,11 @@ if h:
             if rg == rg and clk == clk:
                 extra += (f"  ring ref {rg:7.1f} ({rg/clk:4.2f}x clock; agent {med(a)/rg:4.2f}x it,"
                           f" paired {paired(m, 'ring', hk):4.2f}x)")
-            fl = med(ns("flow", hk))
-            if fl == fl and clk == clk:
-                extra += (f"  flow ref {fl:7.1f} ({fl/clk:4.2f}x clock, paired {paired('flow', 'clock', hk):4.2f}x;"
-                          f" agent {med(a)/fl:4.2f}x it, paired {paired(m, 'flow', hk):4.2f}x)")
-            rc = med(ns("record", hk))
-            if rc == rc and clk == clk:
-                extra += (f"  record ref {rc:7.1f} ({rc/clk:4.2f}x clock, paired {paired('record', 'clock', hk):4.2f}x;"
-                          f" agent {med(a)/rc:4.2f}x it, paired {paired(m, 'record', hk):4.2f}x)")
+            for name in ("flow", "record"):
+                r = med(ns(name, hk))
+                if r == r and clk == clk:
+                    extra += (f"  {name} ref {r:7.1f} ({r/clk:4.2f}x clock, paired {paired(name, 'clock', hk):4.2f}x;"
+                              f" agent {med(a)/r:4.2f}x it, paired {paired(m, name, hk):4.2f}x)")
             print(f"    {TP.get(hk, hk):26s} {m:7s} {med(a):9.1f} {ref:8.1f} {ratio} {clk:9.1f} {cratio} {aratio} {med(runs(m, hk)):11.0f}{extra}")
 e = [l.split() for l in open(eps)]
 if e:
