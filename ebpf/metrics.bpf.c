@@ -355,7 +355,8 @@ int BPF_PROG(metrics_tcp_input, struct sock *sk, struct sk_buff *skb)
 {
 	__u32 netns = sk_netns(sk);
 
-	if (other_netns(netns) || !sk_flow_matches(sk, false))
+	if (other_netns(netns) ||
+	    !sk_flow_matches_proto(sk, false, IPPROTO_TCP))
 		return 0;
 	observe_rx(NT_HOOK_RX_TCP_INPUT, netns, by_iface ? skb->skb_iif : 0, skb);
 	return 0;
@@ -389,7 +390,7 @@ int BPF_PROG(metrics_copy, struct sk_buff *skb, int len)
 		/* No filter and not ours: nothing more to read. */
 	} else if (sk && sk->sk_protocol == IPPROTO_TCP) {
 		/* A TCP socket's flow is the socket's. */
-		if (!sk_flow_matches(sk, false))
+		if (!sk_flow_matches_proto(sk, false, IPPROTO_TCP))
 			return 0;
 	} else {
 		proto = bpf_ntohs(skb->protocol);
@@ -567,7 +568,8 @@ int metrics_tx(struct bpf_sock_ops *skops)
 	if (!k->sk)
 		return 1;
 	netns = sk_netns(k->sk);
-	if (other_netns(netns) || !sk_flow_matches(k->sk, true))
+	if (other_netns(netns) ||
+	    !sk_flow_matches_proto(k->sk, true, IPPROTO_TCP))
 		return 1;
 	switch (op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:

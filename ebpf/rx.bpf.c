@@ -278,7 +278,7 @@ int BPF_PROG(rx_tcp_input, struct sock *sk, struct sk_buff *skb)
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || rx_sampled_out_cb(sk, skb) ||
-	    !sk_flow_matches(sk, false))
+	    !sk_flow_matches_proto(sk, false, IPPROTO_TCP))
 		return 0;
 	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)
@@ -306,7 +306,8 @@ int BPF_PROG(rx_data_ready, struct sock *sk)
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk) ||
-	    rx_sampled_out_sk(sk, false) || !sk_flow_matches(sk, false))
+	    rx_sampled_out_sk(sk, false) ||
+	    !sk_flow_matches_proto(sk, false, sk->sk_protocol))
 		return 0;
 	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)
@@ -367,7 +368,8 @@ int BPF_PROG(rx_copy, struct sk_buff *skb, int len)
 	if (!is_ip(proto))
 		return 0;
 	if (tcp) {
-		if (rx_sampled_out_cb(sk, skb) || !sk_flow_matches(sk, false))
+		if (rx_sampled_out_cb(sk, skb) ||
+		    !sk_flow_matches_proto(sk, false, IPPROTO_TCP))
 			return 0;
 	} else {
 		skb_flow_parse(skb, proto, &f);
@@ -414,7 +416,8 @@ int BPF_PROG(rx_read_done, struct sock *sk, int ret, int flags)
 
 	netns = sk_netns(sk);
 	if (other_netns(netns) || !sk_is_inet(sk) || ret <= 0 ||
-	    rx_sampled_out_sk(sk, true) || !sk_flow_matches(sk, false))
+	    rx_sampled_out_sk(sk, true) ||
+	    !sk_flow_matches_proto(sk, false, sk->sk_protocol))
 		return 0;
 	r = slot_take(RX_CTR_LOST, &seq, &cpu);
 	if (!r)

@@ -62,7 +62,7 @@ static __always_inline int on_established(struct bpf_sock_ops *skops)
 
 	if (other_netns(sock_netns(k)))
 		return 1;
-	if (!sk_flow_matches(k->sk, true))
+	if (!sk_flow_matches_proto(k->sk, true, IPPROTO_TCP))
 		return 1;
 	if (bpf_setsockopt(skops, SOL_SOCKET, SK_BPF_CB_FLAGS, &flags,
 			   sizeof(flags))) {
@@ -206,7 +206,8 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_TSTAMP_SENDMSG_CB:
 		k = bpf_cast_to_kern_ctx(skops);
 		netns = sock_netns(k);
-		if (other_netns(netns) || !sk_flow_matches(k->sk, true))
+		if (other_netns(netns) ||
+		    !sk_flow_matches_proto(k->sk, true, IPPROTO_TCP))
 			return 1;
 		if (sample_threshold < NT_SAMPLE_ALL)
 			count(CTR_SENDMSG_SEEN);
@@ -235,7 +236,7 @@ int tx_tstamp(struct bpf_sock_ops *skops)
 	}
 	k = bpf_cast_to_kern_ctx(skops);
 	netns = sock_netns(k);
-	if (!sk_flow_matches(k->sk, true))
+	if (!sk_flow_matches_proto(k->sk, true, IPPROTO_TCP))
 		return 1;
 	if (!other_netns(netns))
 		emit(skops, k, netns, stage);
