@@ -99,9 +99,16 @@
 # AGENT_ALT_BIN: a second build, run as mode "alt" (every skb, like "1")
 # in the same alternating rounds, e.g. MODES="none 1 alt clock": two builds
 # side by side in one run, on the same machine state; mode "malt" runs it
-# in the metrics mode, beside "metrics".
+# in the metrics mode, beside "metrics"; mode "a100" at --sample-every 100,
+# beside "100".
 # PERF=1: profile the agent with perf (call graphs) during each step of (3)
 # and print its 25 hottest symbols per step: where its CPU per event goes.
+# PROFILE=1: during (1, 2), sample every CPU with perf (cpu-clock,
+# PROFILE_HZ per second, 10000) in every round of every mode but "none",
+# and print, per mode and program, the share of its samples on each source
+# line (bench/bpf_lines.py): where a hook's time goes, the references'
+# included. The sampling costs every program something, so read the
+# ns-per-run figures of such a run as a profile's, not as a measurement.
 #
 # To serialise it with other runs through flock, use `flock -o LOCK bash
 # bench/rx-overhead.sh`: without -o the background children inherit the
@@ -114,10 +121,10 @@ ROUNDS=${ROUNDS:-7} SECS=${SECS:-10} RATE=${RATE:-2G} DROP_RATE=${DROP_RATE:-10M
 MODES=${MODES:-"none 1 100 ref clock"}
 EPS_RATES=${EPS_RATES-"250M 500M 1G 2G 4G 0"} EPS_STREAMS=${EPS_STREAMS:-1}
 EPS_SECS=${EPS_SECS:-$SECS} EPS_BATCH=${EPS_BATCH:-"gso off"}
-PERF=${PERF:-} AGENT_ARGS=${AGENT_ARGS:-} AGENT_WRAP=${AGENT_WRAP:-} AGENT_BIN=${AGENT_BIN:-}
+PERF=${PERF:-} PROFILE=${PROFILE:-} PROFILE_HZ=${PROFILE_HZ:-10000} AGENT_ARGS=${AGENT_ARGS:-} AGENT_WRAP=${AGENT_WRAP:-} AGENT_BIN=${AGENT_BIN:-}
 AGENT_ALT_BIN=${AGENT_ALT_BIN:-}
-if [[ -n $PERF ]] && ! command -v perf >/dev/null; then
-    echo "installing perf (linux-perf) for PERF=1" >&2
+if [[ -n $PERF$PROFILE ]] && ! command -v perf >/dev/null; then
+    echo "installing perf (linux-perf) for PERF=1 or PROFILE=1" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-perf >/dev/null \
         || { apt-get update -q >/dev/null \
             && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends linux-perf >/dev/null; }
@@ -319,6 +326,8 @@ start_mode() {
               RUN_BIN=$AGENT_ALT_BIN; start_metrics rx,drops; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         alt) [[ -x $AGENT_ALT_BIN ]] || { echo "mode alt needs AGENT_ALT_BIN"; exit 1; }
              RUN_BIN=$AGENT_ALT_BIN; start_agent 1; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
+        a100) [[ -x $AGENT_ALT_BIN ]] || { echo "mode a100 needs AGENT_ALT_BIN"; exit 1; }
+              RUN_BIN=$AGENT_ALT_BIN; start_agent 100; RUN_BIN=; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         *) start_agent "$1"; MODE_IDS=$(held_prog_ids "$AGENT") ;;
     esac
 }
@@ -354,10 +363,23 @@ if ((ROUNDS > 0)); then
             p0=$(prog_stats $MODE_IDS)
             m0=$(machine_snap); s0=$(proc_jiffies $SINK); a0=$(proc_jiffies $AGENT); w0=$(proc_switches $AGENT)
             u0=$(proc_run_us $AGENT)
+            prof=
+            if [[ -n $PROFILE && $mode != none ]]; then
+                # The JIT images and their line tables, once per mode.
+                if [[ ! -d $WORK/jit-$mode ]]; then
+                    mkdir -p "$WORK/jit-$mode"
+                    # shellcheck disable=SC2086
+                    python3 bench/bpf_lines.py dump $MODE_IDS "$WORK/jit-$mode"
+                fi
+                perf record -q -a -e cpu-clock -F "$PROFILE_HZ" -o "$WORK/perf-$mode-$r.data" \
+                    -- sleep "$SECS" 2>/dev/null &
+                prof=$!
+            fi
             client -p 5202 -u -l 1000 -b "$DROP_RATE" -t "$SECS" > /dev/null 2>&1 &
             UDP=$!
             client -t "$SECS" -b "$RATE" -J > "$WORK/iperf.json"
             wait $UDP || true
+            [[ -z $prof ]] || wait "$prof" || true
             m1=$(machine_snap); s1=$(proc_jiffies $SINK); a1=$(proc_jiffies $AGENT); w1=$(proc_switches $AGENT)
             u1=$(proc_run_us $AGENT)
             p1=$(prog_stats $MODE_IDS)
@@ -415,7 +437,7 @@ med = lambda v: st.median(v) if v else float("nan")
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
 rows = [l.split() for l in open(cpu)]
 LABEL = {"none": "no program", "1": "agent, every skb", "alt": "AGENT_ALT_BIN, every",
-         "100": "agent, 1 in 100",
+         "100": "agent, 1 in 100", "a100": "AGENT_ALT_BIN, 1/100",
          "self": "every skb, --trace-self", "ref": "references only", "clock": "clock references",
          "metrics": "metrics mode (rx,drops)", "malt": "AGENT_ALT_BIN metrics",
          "cpu": "metrics: cpu only"}
@@ -438,7 +460,7 @@ if rows:
             print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
     # The agent's CPU in a round: its threads' exact run time.
     agent_s = lambda r: float(r[8]) / 1e6
-    for m in ("1", "alt", "self", "100"):
+    for m in ("1", "alt", "self", "100", "a100"):
         ag = [agent_s(r) for r in rows if r[0] == m]
         ev = [float(r[3]) for r in rows if r[0] == m]
         lost = sum(float(r[4]) for r in rows if r[0] == m)
@@ -490,7 +512,7 @@ if h:
           + (f" {'netns ns':>9s} {'netns/clock':>11s} {'agent/netns':>11s}" if has_ns else ""))
     for hk in hooks_seen:
         ref, clk, nsr = med(ns("ref", hk)), med(ns("clock", hk)), med(ns("netns", hk))
-        for m in ("1", "alt", "self", "100", "metrics", "malt", "cpu"):
+        for m in ("1", "alt", "self", "100", "a100", "metrics", "malt", "cpu"):
             a = ns(m, hk)
             if not a:
                 continue
@@ -545,3 +567,11 @@ if e:
         else:
             print("    loss at the first step already")
 PY
+if [[ -n $PROFILE ]]; then
+    echo "(profile) cpu-clock samples per program and source line, every round of a mode together"
+    for mode in $MODES; do
+        [[ -d $WORK/jit-$mode ]] || continue
+        echo "  mode $mode:"
+        python3 bench/bpf_lines.py report "$WORK/jit-$mode" "$WORK"/perf-"$mode"-*.data
+    done
+fi

@@ -165,15 +165,13 @@ static __always_inline void fill_cb_range(struct rx_record *r,
 static __always_inline __u64 rx_sample_sk_flow(const struct sock *sk)
 {
 	const struct sock_common *c = &sk->__sk_common;
-	__u32 s[4] = {}, d[4] = {};
+	__u32 s[4], d[4];
 
-	if (c->skc_family == AF_INET6) {
-		__builtin_memcpy(s, c->skc_v6_daddr.in6_u.u6_addr8, 16);
-		__builtin_memcpy(d, c->skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
-	} else {
-		s[0] = c->skc_daddr;
-		d[0] = c->skc_rcv_saddr;
-	}
+	if (c->skc_family != AF_INET6)
+		return nt_sample_flow4(c->skc_daddr, c->skc_rcv_saddr,
+				       bpf_ntohs(c->skc_dport), c->skc_num);
+	__builtin_memcpy(s, c->skc_v6_daddr.in6_u.u6_addr8, 16);
+	__builtin_memcpy(d, c->skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
 	return nt_sample_flow(s, d, bpf_ntohs(c->skc_dport), c->skc_num);
 }
 
@@ -207,12 +205,17 @@ static __always_inline bool rx_sampled_out_sk(const struct sock *sk,
  * Fragments (no TCP header) are kept. */
 static __always_inline bool rx_sampled_out_parsed(const struct skb_flow *f)
 {
+	__u64 flow;
+
 	if (sample_threshold >= NT_SAMPLE_ALL || !f->has_seq)
 		return false;
-	return !nt_sample_range(nt_sample_flow((const __u32 *)f->saddr,
-					       (const __u32 *)f->daddr,
-					       f->sport, f->dport),
-				f->seq, f->end_seq, sample_threshold);
+	if (f->family == 4)
+		flow = nt_sample_flow4(*(const __u32 *)f->saddr,
+				       *(const __u32 *)f->daddr, f->sport, f->dport);
+	else
+		flow = nt_sample_flow((const __u32 *)f->saddr,
+				      (const __u32 *)f->daddr, f->sport, f->dport);
+	return !nt_sample_range(flow, f->seq, f->end_seq, sample_threshold);
 }
 
 /* Also what keeps a nettrace live interface's own frames (EtherType

@@ -21,39 +21,38 @@ static __always_inline bool tx_sampled_out(struct bpf_sock_ops *skops,
 					   __u64 threshold)
 {
 	struct sk_buff *skb = k->skb;
-	__u32 s[4], d[4], seq, len;
+	__u32 s[4], d[4], seq, len, last;
 	__u16 dport;
+	__u64 flow;
 
 	if (threshold >= NT_SAMPLE_ALL)
 		return false;
 	if (!skb)
 		return true;
-	/* Real stack arrays (the asm takes their address), filled by word:
-	 * else clang merges the two branches' context loads into one load
-	 * through a moved context pointer, which the verifier refuses. */
-	__builtin_memset(s, 0, sizeof(s));
-	__builtin_memset(d, 0, sizeof(d));
-	asm volatile("" : : "r"(s), "r"(d) : "memory");
-	if (skops->family == AF_INET6) {
-		s[0] = skops->local_ip6[0];
-		s[1] = skops->local_ip6[1];
-		s[2] = skops->local_ip6[2];
-		s[3] = skops->local_ip6[3];
-		d[0] = skops->remote_ip6[0];
-		d[1] = skops->remote_ip6[1];
-		d[2] = skops->remote_ip6[2];
-		d[3] = skops->remote_ip6[3];
-	} else {
-		s[0] = skops->local_ip4;
-		asm volatile("" : : "r"(s) : "memory");
-		d[0] = skops->remote_ip4;
-	}
-	asm volatile("" : : "r"(s), "r"(d) : "memory");
 	dport = bpf_ntohl(skops->remote_port);
 	seq = *(__u32 *)skb->cb;	/* TCP_SKB_CB(skb)->seq */
 	len = skb->len;
-	return !nt_sample_byte(nt_sample_flow(s, d, skops->local_port, dport),
-			       len ? seq + len - 1 : seq, threshold);
+	last = len ? seq + len - 1 : seq;
+	if (skops->family != AF_INET6) {
+		flow = nt_sample_flow4(skops->local_ip4, skops->remote_ip4,
+				       skops->local_port, dport);
+		return !nt_sample_byte(flow, last, threshold);
+	}
+	/* Real stack arrays (the asm takes their address), filled by word:
+	 * else clang merges the context loads into one load through a moved
+	 * context pointer, which the verifier refuses. */
+	asm volatile("" : : "r"(s), "r"(d) : "memory");
+	s[0] = skops->local_ip6[0];
+	s[1] = skops->local_ip6[1];
+	s[2] = skops->local_ip6[2];
+	s[3] = skops->local_ip6[3];
+	d[0] = skops->remote_ip6[0];
+	d[1] = skops->remote_ip6[1];
+	d[2] = skops->remote_ip6[2];
+	d[3] = skops->remote_ip6[3];
+	asm volatile("" : : "r"(s), "r"(d) : "memory");
+	flow = nt_sample_flow(s, d, skops->local_port, dport);
+	return !nt_sample_byte(flow, last, threshold);
 }
 
 #endif /* TRACER_TX_SAMPLE_H */
