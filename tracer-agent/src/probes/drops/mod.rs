@@ -18,7 +18,8 @@ use super::slots::{self, PlainRecord, RecordError};
 
 pub mod names;
 
-use names::Names;
+use names::{LocationNames, Names};
+use std::cell::RefCell;
 
 crate::bpf_skeleton!("drops");
 
@@ -69,6 +70,8 @@ const _: () = {
 #[derive(Debug)]
 pub struct Drops {
     names: Names,
+    /// Locations already named (decode runs on the drain thread only).
+    locations: RefCell<LocationNames>,
 }
 
 // No check of its own: tp_btf programs load on every kernel with BTF,
@@ -89,6 +92,7 @@ impl ProbeKind for Drops {
     fn new(cfg: &ProbeConfig) -> Self {
         Drops {
             names: Names::load(&cfg.btf),
+            locations: RefCell::default(),
         }
     }
 
@@ -117,7 +121,10 @@ impl ProbeKind for Drops {
             saddr: r.saddr,
             daddr: r.daddr,
             reason_name: padded(names.reasons.name(r.reason).unwrap_or("")),
-            location_sym: padded(&names.kallsyms.symbolize(r.location).unwrap_or_default()),
+            location_sym: self
+                .locations
+                .borrow_mut()
+                .name(&names.kallsyms, r.location),
         })
     }
 
@@ -161,6 +168,7 @@ mod tests {
                 reasons: DropReasons::from_enumerators([("SKB_DROP_REASON_NO_SOCKET".into(), 3)]),
                 kallsyms: Kallsyms::parse("ffffffff81000000 T udp_rcv\n"),
             },
+            locations: RefCell::default(),
         }
     }
 

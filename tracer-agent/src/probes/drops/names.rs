@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use libbpf_rs::btf::{types::Enum, Btf};
+use tracer_codec::drop::{padded, DROP_LOCATION_SYM_LEN};
 
 /// Prefix the kernel puts before every drop reason but two (`SKB_CONSUMED`,
 /// `SKB_NOT_DROPPED_YET`); the tracepoint prints names without it.
@@ -133,6 +134,49 @@ impl Kallsyms {
     }
 }
 
+/// Slots of [`LocationNames`]: more than the call sites a workload drops at.
+const LOCATION_SLOTS: usize = 64;
+
+/// `symbol+0xoff` of recent drop locations, padded as the wire carries
+/// them, in a table direct-mapped by address. A workload drops at a handful
+/// of call sites, and resolving one (a binary search over every kernel
+/// symbol, then formatting it) cost more than the rest of a drop event:
+/// 11 % of the agent's CPU at `--sample-every 100` in bench/rx-overhead.sh,
+/// where most events are drops.
+#[derive(Debug)]
+pub struct LocationNames {
+    slots: Box<[(u64, [u8; DROP_LOCATION_SYM_LEN])]>,
+}
+
+impl Default for LocationNames {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LocationNames {
+    /// An empty table. Address 0 has no name, which is what an empty slot
+    /// holds.
+    pub fn new() -> Self {
+        LocationNames {
+            slots: vec![(0, [0; DROP_LOCATION_SYM_LEN]); LOCATION_SLOTS].into_boxed_slice(),
+        }
+    }
+
+    /// The padded name of `addr`, resolved through `syms` when its slot
+    /// holds another address.
+    pub fn name(&mut self, syms: &Kallsyms, addr: u64) -> [u8; DROP_LOCATION_SYM_LEN] {
+        // Multiplicative hashing: nearby call sites land in different slots.
+        let shift = 64 - LOCATION_SLOTS.trailing_zeros();
+        let i = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize;
+        let slot = &mut self.slots[i];
+        if slot.0 != addr {
+            *slot = (addr, padded(&syms.symbolize(addr).unwrap_or_default()));
+        }
+        slot.1
+    }
+}
+
 /// Reason and location names of this host, resolved once per run.
 #[derive(Debug, Clone, Default)]
 pub struct Names {
@@ -200,6 +244,31 @@ mod tests {
         for w in want {
             assert!((0..1000).any(|v| r.name(v) == Some(w)), "{w} missing");
         }
+    }
+
+    #[test]
+    fn cached_location_names_are_the_resolved_ones() {
+        let k = Kallsyms::parse(
+            "ffffffff81000000 T a_fn\n\
+             ffffffff81000100 T b_fn\n\
+             ffffffff81002000 t c_fn\n",
+        );
+        let mut names = LocationNames::new();
+        // 200 addresses in 64 slots: hits, misses and evictions, in an
+        // order that revisits them; 0 and an address below every symbol
+        // have no name.
+        let addrs: Vec<u64> = (0..200u64)
+            .map(|i| 0xffff_ffff_8100_0000 + i * 0x29)
+            .chain([0, 0x1000])
+            .collect();
+        let mut x = 7usize;
+        for _ in 0..5000 {
+            x = (x * 1_103_515_245 + 12_345) % 2_147_483_648;
+            let a = addrs[x % addrs.len()];
+            let want: [u8; DROP_LOCATION_SYM_LEN] = padded(&k.symbolize(a).unwrap_or_default());
+            assert_eq!(names.name(&k, a), want, "{a:#x}");
+        }
+        assert_eq!(names.name(&k, 0), [0; DROP_LOCATION_SYM_LEN]);
     }
 
     #[test]
