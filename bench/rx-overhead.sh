@@ -436,6 +436,8 @@ cpu, hooks, eps, hz = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 med = lambda v: st.median(v) if v else float("nan")
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
 rows = [l.split() for l in open(cpu)]
+# Modes that run a tracing agent (its CPU and events are reported).
+TRACING = ("1", "alt", "self", "100", "a100")
 LABEL = {"none": "no program", "1": "agent, every skb", "alt": "AGENT_ALT_BIN, every",
          "100": "agent, 1 in 100", "a100": "AGENT_ALT_BIN, 1/100",
          "self": "every skb, --trace-self", "ref": "references only", "clock": "clock references",
@@ -460,7 +462,7 @@ if rows:
             print(f"    {LABEL[m]:18s} {spread(host[m])}  ratio {med(host[m])/med(host['none']):6.3f}{pr}")
     # The agent's CPU in a round: its threads' exact run time.
     agent_s = lambda r: float(r[8]) / 1e6
-    for m in ("1", "alt", "self", "100", "a100"):
+    for m in TRACING:
         ag = [agent_s(r) for r in rows if r[0] == m]
         ev = [float(r[3]) for r in rows if r[0] == m]
         lost = sum(float(r[4]) for r in rows if r[0] == m)
@@ -512,7 +514,7 @@ if h:
           + (f" {'netns ns':>9s} {'netns/clock':>11s} {'agent/netns':>11s}" if has_ns else ""))
     for hk in hooks_seen:
         ref, clk, nsr = med(ns("ref", hk)), med(ns("clock", hk)), med(ns("netns", hk))
-        for m in ("1", "alt", "self", "100", "a100", "metrics", "malt", "cpu"):
+        for m in TRACING + ("metrics", "malt", "cpu"):
             a = ns(m, hk)
             if not a:
                 continue
