@@ -188,6 +188,8 @@ done
 
 python3 - "$WORK/cpu.txt" "$WORK/tput.txt" "$HZ" <<'PY'
 import sys, statistics as st
+sys.path.insert(0, "bench/lib")
+from verdict import verdict
 cpu, tput, hz = sys.argv[1], sys.argv[2], int(sys.argv[3])
 # cpu.txt: mode busy_s gbps bpf_ns bpf_runs events lost sink_jiffies agent_jiffies workload_s agent_run_us
 rows = [l.split() for l in open(cpu)]
@@ -257,6 +259,8 @@ for a, b in (("1", "ref-clock"), ("alt", "ref-clock"), ("alt", "1")):
     v = round_ratios(a, b)
     if v:
         print(f"    paired {LABEL[a]} / {LABEL[b]}: median {med(v):.2f} (rounds {min(v):.2f}-{max(v):.2f})")
+        if b == "ref-clock":
+            print(f"      target: {verdict(v, 1.5)}")
 
 if ns["100"] and ns["ref-untagged"]:
     print(f"    1 in 100: {med(ns['100']) - med(ns['ref-untagged']):.0f} ns above untagged")
