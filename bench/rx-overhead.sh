@@ -52,9 +52,10 @@
 #   record the flow references also filling the rest of the rx probe's
 #          record where it fills it: the skb's stamps and device, the
 #          reader's pid, tid and name (at skb_copy_datagram_iovec and
-#          sock_recv_length) and the socket's cookie (-DREF_RECORD; not in
-#          the default MODES): the floor of a hook that ships the record
-#          the probe ships, without its filter, sampling or branches;
+#          sock_recv_length), the socket's protocol and cookie, and the
+#          TCP end_seq at sk_data_ready and sock_recv_length (-DREF_RECORD;
+#          not in the default MODES): the floor of a hook that ships the
+#          record the probe ships, without its filter, sampling or branches;
 #   netns  the clock references also reading the event's network
 #          namespace as the agent's programs must first (-DREF_NETNS;
 #          not in the default MODES): the floor of a hook that filters by

@@ -66,9 +66,11 @@
  * hardware stamp in its shared info) and the device at the skb hooks, the
  * reader (pid, tid and name, loaded from the current task as rx.bpf.c
  * loads them) at skb_copy_datagram_iovec and sock_recv_length, the
- * socket's cookie wherever there is a socket: the floor of a hook that
- * ships the record the probe ships, with none of its filter, sampling or
- * branches.
+ * socket's protocol and cookie wherever there is a socket, and the TCP
+ * end_seq the probe takes from the socket where there is no skb (rcv_nxt
+ * at sk_data_ready, copied_seq at sock_recv_length): the floor of a hook
+ * that ships the record the probe ships, with none of its filter,
+ * sampling or branches.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -214,9 +216,17 @@ static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb,
 	ring_commit(r, seq);
 }
 
-/* The flow the socket names (none without one). */
+/* Where a socket stage without an skb takes its end_seq (the rx probe's
+ * DATA_READY and READ_DONE): none, rcv_nxt or copied_seq. */
+enum fl_end { FL_END_NONE, FL_END_RCV_NXT, FL_END_COPIED };
+
+/* The flow the socket names (none without one). With -DREF_RECORD also
+ * what the probe's record holds at that stage: the socket's protocol and
+ * cookie, the skb's stamps and range, the reader, and at a stage without
+ * an skb its TCP end_seq (`end`). */
 static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk,
-				       const struct sk_buff *skb, bool reader)
+				       const struct sk_buff *skb, bool reader,
+				       enum fl_end end)
 {
 	struct rx_record *r;
 	__u64 seq;
@@ -233,8 +243,17 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk,
 	}
 	if (reader)
 		fill_task(r, bpf_get_current_task_btf());
-	if (sk)
+	if (sk) {
+		const struct tcp_sock *tp = bpf_core_cast(sk, struct tcp_sock);
+		bool tcp = sk->sk_protocol == IPPROTO_TCP;
+
+		r->protocol = (__u8)sk->sk_protocol;
 		r->cookie = sk->__sk_common.skc_cookie.counter;
+		if (end == FL_END_RCV_NXT)
+			r->end_seq = tcp ? tp->rcv_nxt : 0;
+		else if (end == FL_END_COPIED)
+			r->end_seq = tcp ? tp->copied_seq : 0;
+	}
 #endif
 	if (sk) {
 		const struct sock_common *c = &sk->__sk_common;
@@ -250,11 +269,11 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk,
 	ring_commit(r, seq);
 }
 #define BODY_SKB(ns, skb) fl_emit_skb(ns, skb, false)
-#define BODY_SK(ns, sk) fl_emit_sk(ns, sk, NULL, false)
+#define BODY_SK(ns, sk) fl_emit_sk(ns, sk, NULL, false, FL_END_RCV_NXT)
 #define BODY_SKB_STAMP(ns, skb) fl_emit_skb(ns, skb, true)
-#define BODY_SK_STAMP(ns, sk, skb) fl_emit_sk(ns, sk, skb, false)
-#define BODY_SK_COPY(ns, sk, skb) fl_emit_sk(ns, sk, skb, true)
-#define BODY_SK_READ(ns, sk) fl_emit_sk(ns, sk, NULL, true)
+#define BODY_SK_STAMP(ns, sk, skb) fl_emit_sk(ns, sk, skb, false, FL_END_NONE)
+#define BODY_SK_COPY(ns, sk, skb) fl_emit_sk(ns, sk, skb, true, FL_END_NONE)
+#define BODY_SK_READ(ns, sk) fl_emit_sk(ns, sk, NULL, true, FL_END_COPIED)
 #endif
 #elif defined(REF_STAMP) || defined(REF_HIST)
 #if defined(REF_HIST)
