@@ -101,7 +101,8 @@
 # in the same alternating rounds, e.g. MODES="none 1 alt clock": two builds
 # side by side in one run, on the same machine state; mode "malt" runs it
 # in the metrics mode, beside "metrics"; mode "a100" at --sample-every 100,
-# beside "100".
+# beside "100". The report then gives each hook's per-round ratio of the
+# two builds, with the interval its median lies in (bench/lib/verdict.py).
 # PERF=1: profile the agent with perf (call graphs) during each step of (3)
 # and print its 25 hottest symbols per step: where its CPU per event goes.
 # PROFILE=1: during (1, 2), sample every CPU with perf (cpu-clock,
@@ -434,7 +435,7 @@ fi
 python3 - "$WORK/cpu.txt" "$WORK/hooks.txt" "$WORK/eps.txt" "$HZ" <<'PY'
 import sys, statistics as st
 sys.path.insert(0, "bench/lib")
-from verdict import verdict
+from verdict import median_ci, verdict
 cpu, hooks, eps, hz = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 med = lambda v: st.median(v) if v else float("nan")
 def spread(v): return f"median {st.median(v):8.3f}  min {min(v):8.3f}  max {max(v):8.3f}"
@@ -560,6 +561,14 @@ if h:
     # mode <= 1.3x (issue 19). Where the record reference (the probe's
     # record, nothing decided) is itself over 1.5x, that is the floor.
     HOOK_TARGET = (("1", 1.5), ("metrics", 1.3), ("record", 1.5))
+    # Two builds side by side: this tree's over AGENT_ALT_BIN's, per round.
+    for new, old in (("1", "alt"), ("100", "a100"), ("metrics", "malt")):
+        if ns(old, "copy"):
+            print(f"    {new} over {old} (this build over AGENT_ALT_BIN), per round: median [its CI]")
+            for hk in TP:
+                ci = median_ci(pairs(new, old, hk))
+                if ci:
+                    print(f"    {TP[hk]:26s} {med(pairs(new, old, hk)):5.3f} [{ci[0]:.3f}-{ci[1]:.3f}, {ci[2]:.0%}]")
     if ns("clock", "copy"):
         print("    verdicts, paired ratio to the clock reference (median, its CI from the rounds):")
         for m, target in HOOK_TARGET:

@@ -212,7 +212,12 @@ static __always_inline bool skb_flow_parsed_matches(const struct skb_flow *p, bo
 	__u32 *s = reverse ? f.daddr : f.saddr;
 	__u32 *d = reverse ? f.saddr : f.daddr;
 
-	if (!filter_on() && (!self_on() || p->l4proto != IPPROTO_UDP))
+	/* Without a filter, a UDP flow is decided by its ports alone unless
+	 * one of them is an endpoint's: the 16-byte addresses are built only
+	 * then (a dropped UDP flood reaches kfree_skb here every packet). */
+	if (!filter_on() &&
+	    (!self_on() || p->l4proto != IPPROTO_UDP ||
+	     !self_port_either(p->sport, p->dport)))
 		return true;
 	if (p->family == 4) {
 		filter_map4(s, 0);
