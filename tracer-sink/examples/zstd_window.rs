@@ -24,9 +24,6 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use zstd::zstd_safe::{self, CCtx, CParameter, InBuffer, OutBuffer};
 
-/// The sink's largest flush (frames.rs, FLUSH_RAW_MAX).
-const FLUSH: usize = 120 << 10;
-
 #[derive(Debug, Parser)]
 struct Args {
     /// A plain (uncompressed) pcapng file: the bytes to compress.
@@ -35,34 +32,16 @@ struct Args {
     /// zstd window logs to compare (the sink uses one).
     #[arg(long = "window-log", required = true)]
     windows: Vec<u32>,
-    /// zstd level (the sink's default is 1).
-    #[arg(long, default_value_t = 1)]
+    /// zstd level (default: the sink's).
+    #[arg(long, default_value_t = tracer_sink::compression::Compression::DEFAULT_LEVEL, allow_negative_numbers = true)]
     level: i32,
     /// Passes per window, alternating.
     #[arg(long, default_value_t = 7)]
     passes: usize,
 }
 
-/// The end of the last whole pcapng block within `max` bytes of `b`
-/// (every block states its length at offset 4), or the first block's end.
-fn cut(b: &[u8], max: usize) -> usize {
-    let mut at = 0;
-    while at + 8 <= b.len() {
-        let len = u32::from_le_bytes([b[at + 4], b[at + 5], b[at + 6], b[at + 7]]) as usize;
-        if len < 12 || at + len > b.len() || (at + len > max && at > 0) {
-            break;
-        }
-        at += len;
-    }
-    if at == 0 {
-        b.len()
-    } else {
-        at
-    }
-}
-
-/// Compress `data` as one frame flushed every whole-block FLUSH bytes;
-/// returns the compressed size.
+/// Compress `data` as one frame, flushed where the sink flushes
+/// ([`tracer_sink::flush_len`]); returns the compressed size.
 fn compress(data: &[u8], window_log: u32, level: i32, out: &mut Vec<u8>) -> Result<usize> {
     let mut cctx = CCtx::try_create().context("zstd context")?;
     for p in [
@@ -78,7 +57,7 @@ fn compress(data: &[u8], window_log: u32, level: i32, out: &mut Vec<u8>) -> Resu
     let mut rest = data;
     let mut last = false;
     while !last {
-        let n = cut(rest, FLUSH);
+        let n = tracer_sink::flush_len(rest);
         let (chunk, tail) = rest.split_at(n);
         rest = tail;
         last = rest.is_empty();

@@ -81,7 +81,7 @@ pub use crate::embedded::EmbeddedSink;
 pub use crate::error::SinkError;
 pub use crate::live::LiveStreamConfig;
 pub use crate::metrics::SinkMetrics;
-pub use crate::pcapng::{interface_description, is_zstd, EPB_PACKETID, PAD_BLOCK};
+pub use crate::pcapng::{flush_len, interface_description, is_zstd, EPB_PACKETID, PAD_BLOCK};
 pub use crate::peers::SinkKeys;
 pub use crate::socket::{bind_udp, DEFAULT_RCVBUF};
 pub use crate::stats::{AgentStats, LiveStats, SinkStats};

@@ -127,15 +127,7 @@ impl ZstdFile {
         let mut rest = raw;
         let mut counted = 0;
         while !rest.is_empty() {
-            let mut cut = whole_blocks(rest, FLUSH_RAW_MAX).0;
-            if cut == 0 {
-                // One block larger than a flush (never the sink's): alone.
-                cut = match first_block_len(rest) {
-                    0 => rest.len(),
-                    n => n,
-                };
-            }
-            let (chunk, tail) = rest.split_at(cut);
+            let (chunk, tail) = rest.split_at(flush_len(rest));
             // The last piece gets what the caller counted, so the totals
             // agree with its count whatever the walk reads.
             let n = if tail.is_empty() {
@@ -224,6 +216,19 @@ impl ZstdFile {
             }
         }
         (keep, events, raw, by_agent)
+    }
+}
+
+/// How many bytes of `raw` (pcapng blocks) the next flush compresses: the
+/// whole blocks within [`FLUSH_RAW_MAX`], or a larger first block alone
+/// (never the sink's), or all of `raw` if no block in it is whole.
+pub fn flush_len(raw: &[u8]) -> usize {
+    match whole_blocks(raw, FLUSH_RAW_MAX).0 {
+        0 => match first_block_len(raw) {
+            0 => raw.len(),
+            n => n,
+        },
+        n => n,
     }
 }
 

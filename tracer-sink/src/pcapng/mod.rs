@@ -33,7 +33,7 @@ use crate::fasthash::IndexMap;
 pub use blocks::interface_description;
 pub(crate) use blocks::IsbInfo;
 pub use epb::EPB_PACKETID;
-pub use frames::is_zstd;
+pub use frames::{flush_len, is_zstd};
 pub use pages::PAD_BLOCK;
 pub(crate) use writeback::WriteFailure;
 
