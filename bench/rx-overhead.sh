@@ -56,6 +56,12 @@
 #          TCP end_seq at sk_data_ready and sock_recv_length (-DREF_RECORD;
 #          not in the default MODES): the floor of a hook that ships the
 #          record the probe ships, without its filter, sampling or branches;
+#   rcagent, clkagent  the record (clock) references with a tracing
+#          agent (every skb) and its sink running beside them, attached
+#          before it so that each runs first on its tracepoint; reported
+#          beside the same references alone: what the agent's consumer
+#          side (its drains and sends, the sink's work on the same
+#          machine) costs a hook's floor (not in the default MODES);
 #   netns  the clock references also reading the event's network
 #          namespace as the agent's programs must first (-DREF_NETNS;
 #          not in the default MODES): the floor of a hook that filters by
@@ -321,6 +327,8 @@ start_mode() {
         ring) attach_refs "$PINR"; MODE_IDS=$RG_IDS ;;
         flow) attach_refs "$PINF"; MODE_IDS=$FL_IDS ;;
         record) attach_refs "$PINRC"; MODE_IDS=$RC_IDS ;;
+        rcagent) attach_refs "$PINRC"; start_agent 1; MODE_IDS=$RC_IDS ;;
+        clkagent) attach_refs "$PINC"; start_agent 1; MODE_IDS=$CLK_IDS ;;
         self) start_agent 1 --trace-self; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         metrics) start_metrics rx,drops; MODE_IDS=$(held_prog_ids "$AGENT") ;;
         cpu) start_metrics cpu; MODE_IDS=$(held_prog_ids "$AGENT") ;;
@@ -337,6 +345,7 @@ stop_mode() { # prints "events lost"; call in this shell
     case $1 in
         none) echo "0 0" ;;
         ref|clock|netns|stamp|hist|ring|flow|record) rm -rf "$LINKS"; echo "0 0" ;;
+        rcagent|clkagent) rm -rf "$LINKS"; stop_agent; echo "0 0" ;;
         metrics|malt|cpu) stop_agent; echo "0 0" ;;
         *) stop_agent; agent_events | cut -d' ' -f1,2 ;;
     esac
@@ -565,6 +574,25 @@ if h:
                 ci = median_ci(v)
                 if ci:
                     print(f"    {TP[hk]:26s} {med(v):5.3f} [{ci[0]:.3f}-{ci[1]:.3f}, {ci[2]:.0%}]")
+    # The references measured while a tracing agent (and its sink) runs
+    # beside them: what the agent's consumer side, not its programs, costs
+    # a hook's floor. Attached before the agent, each reference runs first
+    # on its tracepoint, so it meets the lines the kernel left, as alone.
+    if ns("rcagent", "copy") or ns("clkagent", "copy"):
+        print("    references beside a running agent (rcagent: record, clkagent: clock), per round: median [its CI]")
+        for hk in TP:
+            cells = []
+            for m, alone in (("rcagent", "record"), ("clkagent", "clock")):
+                v = pairs(m, alone, hk)
+                ci = median_ci(v)
+                if ns(m, hk):
+                    cells.append(f"{m} {med(ns(m, hk)):6.1f} ns" +
+                                 (f", over {alone} alone {med(v):5.3f} [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else ""))
+            w = pairs("1", "rcagent", hk)
+            if w:
+                cells.append(f"agent over rcagent paired {med(w):5.3f}")
+            if cells:
+                print(f"    {TP[hk]:26s} " + "; ".join(cells))
     # The targets read against each round's ratio to the clock reference
     # of the same round: the tracing agent <= 1.5x (issue 17), the metrics
     # mode <= 1.3x (issue 19). Where the record reference (the probe's
