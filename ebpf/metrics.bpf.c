@@ -49,10 +49,6 @@ const volatile __u32 target_netns = 0;	/* netns inode to trace; 0 = all */
 const volatile __u64 sample_threshold = NT_SAMPLE_ALL; /* TX only, sample.h */
 const volatile __u8 by_netns = 0;	/* label histograms and counters by netns */
 const volatile __u8 by_iface = 0;	/* label RX histograms by ifindex */
-/* The TAI offset (below) when the agent loaded the program, seconds: the
- * RX hooks choose their bucket with it before they read the current one,
- * which is kept in that bucket (observe_rx). */
-const volatile __u32 tai_offset_at_load = 0;
 /* Last: its flow_filter after the small constants (see rx.bpf.c). */
 #include "filter.h"
 
@@ -63,7 +59,7 @@ const volatile __u32 tai_offset_at_load = 0;
  * between leap seconds (netstacklat does the same).
  *
  * Read from here once per NT_TAI_RECHECK_SHIFT epoch (2^27 ns, 134 ms) per
- * bucket and CPU, and kept in the bucket's own tai_state (hist.h), whose
+ * histogram and CPU, and kept in the histogram's tai_state (hist.h), whose
  * cache line the event writes anyway: a load of this map's line on every
  * event cost each RX hook 15-50 ns here, as the .bss global did before it
  * (bench/rx-overhead.sh, alternating builds). So a change reaches every
@@ -208,39 +204,42 @@ static __always_inline struct nt_hist *hist_of(__u32 hook, __u32 netns,
 	return bpf_map_lookup_elem(&hists, &hook);
 }
 
-/* The bucket of `v` in `h`; NULL past the last (not reached: the +Inf
- * bucket takes every larger value, but the verifier wants the bound). */
-static __always_inline struct nt_bucket *bucket_of(struct nt_hist *h, __u64 v)
+/* Add `v` to `h`: its bucket's count and the sum. The check keeps the
+ * verifier's bound (the +Inf bucket takes every larger value). */
+static __always_inline void hist_add(struct nt_hist *h, __u64 v)
 {
 	__u32 b = nt_hist_bucket(v);
 
-	return b < NT_HIST_BUCKETS ? &h->b[b] : NULL;
+	if (b < NT_HIST_BUCKETS) {
+		h->count[b] += 1;
+		h->sum_ns += v;
+	}
 }
 
 static __always_inline void observe_atomic(__u32 hook, __u32 netns, __u64 v)
 {
 	struct nt_hist *h = hist_of(hook, netns, 0);
-	struct nt_bucket *c = h ? bucket_of(h, v) : NULL;
+	__u32 b = nt_hist_bucket(v);
 
-	if (!c)
+	if (!h || b >= NT_HIST_BUCKETS)
 		return;
-	__sync_fetch_and_add(&c->count, 1);
-	__sync_fetch_and_add(&c->sum_ns, v);
+	__sync_fetch_and_add(&h->count[b], 1);
+	__sync_fetch_and_add(&h->sum_ns, v);
 }
 
-/* The TAI offset in seconds as bucket `c` keeps it for this CPU: reread
+/* The TAI offset in seconds as histogram `h` keeps it for this CPU: reread
  * from the tai_offset map when the epoch of `now` (TAI) is not the one it
  * was read in. tai_state: the epoch's low 32 bits, then the seconds. */
-static __always_inline __u32 tai_offset_s(struct nt_bucket *c, __u64 now)
+static __always_inline __u32 tai_offset_s(struct nt_hist *h, __u64 now)
 {
 	__u32 epoch = (__u32)(now >> NT_TAI_RECHECK_SHIFT);
-	__u64 st = c->tai_state;
+	__u64 st = h->tai_state;
 
 	if ((__u32)(st >> 32) != epoch) {
 		__u32 zero = 0, *src = bpf_map_lookup_elem(&tai_offset, &zero);
 
 		st = (__u64)epoch << 32 | (src ? *src : 0);
-		c->tai_state = st;
+		h->tai_state = st;
 	}
 	return (__u32)st;
 }
@@ -248,18 +247,14 @@ static __always_inline __u32 tai_offset_s(struct nt_bucket *c, __u64 now)
 /* The time since the skb's RX stamp, on the stamp's own clock
  * (skb->tstamp_type: 0 REALTIME, 1 MONOTONIC, 2 TAI), into `hook`'s
  * histogram. A REALTIME stamp is compared with the TAI clock less the
- * offset: the bucket is first chosen with the offset at load, and the
- * current one read from that bucket's line, which the event writes anyway;
- * only when the two differ (the offset changed since load) is the value
- * recomputed, and a second line touched. */
+ * offset, which the histogram's first line keeps (the line the event
+ * writes its sum into anyway). */
 static __always_inline void observe_rx(__u32 hook, __u32 netns, __u32 ifindex,
 				       const struct sk_buff *skb)
 {
 	__s64 stamp = skb->tstamp;
-	struct nt_bucket *c;
 	struct nt_hist *h;
 	__u64 now, v;
-	__u32 off;
 	__u8 type;
 
 	if (!stamp) {
@@ -273,25 +268,12 @@ static __always_inline void observe_rx(__u32 hook, __u32 netns, __u32 ifindex,
 	now = type == 1 ? bpf_ktime_get_ns() : bpf_ktime_get_tai_ns();
 	v = now - stamp;
 	if (type == 0)
-		v -= (__u64)tai_offset_at_load * 1000000000ULL;
-	c = bucket_of(h, v);
-	if (!c)
-		return;
-	if (type == 0) {
-		off = tai_offset_s(c, now);
-		if (off != tai_offset_at_load) {
-			v = now - stamp - (__u64)off * 1000000000ULL;
-			c = bucket_of(h, v);
-			if (!c)
-				return;
-		}
-	}
+		v -= (__u64)tai_offset_s(h, now) * 1000000000ULL;
 	if ((__s64)v < 0) {
 		error(NT_MERR_FUTURE_STAMP);
 		return;
 	}
-	c->count += 1;
-	c->sum_ns += v;
+	hist_add(h, v);
 }
 
 static __always_inline void count_event(__u32 kind, __u32 detail, __u32 netns)

@@ -19,23 +19,23 @@
 #define NT_HIST_INF 37
 #define NT_HIST_BUCKETS (NT_HIST_INF + 1)
 
-/* One bucket: its count, the sum of its values (ns) and a word the RX
- * hooks keep their copy of the TAI offset in (metrics.bpf.c): all that an
- * observation reads and writes, in 32 bytes, so that it touches one cache
- * line when the histogram starts on a 64-byte boundary (the rows of the
- * `hists` array do). With the count and the sum apart, or the offset in a
- * map of its own, every event paid for a second line (10-50 ns here). */
-struct nt_bucket {
-	__u64 count;
+/* One histogram, in whole cache lines when it starts on a 64-byte
+ * boundary (the rows of the `hists` array do). First a line that every
+ * observation writes: the sum of the values (ns) and a word the RX hooks
+ * keep their copy of the TAI offset in (metrics.bpf.c). Then the counts,
+ * eight buckets to a line (five lines). An observation writes two lines,
+ * one of them the same every time. The layout before it kept a count, a
+ * sum and the offset word in 32 bytes per bucket: one line per
+ * observation, but which of 19 depended on the value, and after a change
+ * of the offset a second one. Beside it the copy hook, whose values spread
+ * over a dozen buckets, measured 0.95-0.97x (within the noise), for a
+ * third of the memory (docs/benchmarks.md). */
+struct nt_hist {
 	__u64 sum_ns;
 	__u64 tai_state;
-	__u64 _pad;
-};
-
-/* One histogram: 38 buckets of 32 bytes, 19 cache lines. Its sum is the
- * sum of its buckets' sums. */
-struct nt_hist {
-	struct nt_bucket b[NT_HIST_BUCKETS];
+	__u64 _head_pad[6];
+	__u64 count[NT_HIST_BUCKETS];
+	__u64 _tail_pad[2];
 };
 
 /* The bucket of `v` ns: ceil(log2(v)), 0 for v <= 1, NT_HIST_INF above

@@ -9,9 +9,12 @@
 pub const BUCKETS: usize = 38;
 /// Index of the `+Inf` bucket (NT_HIST_INF).
 pub const INF: usize = BUCKETS - 1;
-/// Bytes of one bucket (`struct nt_bucket`): its count, its sum, then two
-/// words the program keeps for itself.
-pub const BUCKET_BYTES: usize = 32;
+/// Where the counts start in a row (`struct nt_hist`): after a line of the
+/// sum and the program's own words.
+pub const COUNTS_AT: usize = 64;
+/// Bytes of one row: that line, a u64 count per bucket, then padding to
+/// whole lines.
+pub const HIST_BYTES: usize = (COUNTS_AT + BUCKETS * 8).div_ceil(64) * 64;
 
 /// One histogram as the kernel keeps it, summed over CPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,14 +35,17 @@ impl Default for Hist {
 }
 
 impl Hist {
-    /// Add one CPU's histogram (`struct nt_hist`): per bucket, a count and
-    /// a sum of native-endian u64, then two words not read here. Short
-    /// input adds the whole buckets it has.
-    pub fn add_buckets(&mut self, bytes: &[u8]) {
+    /// Add one CPU's histogram (`struct nt_hist`, native-endian u64): the
+    /// sum at 0, the counts from [`COUNTS_AT`]. A short row adds the
+    /// counts it has, and its sum only if it reaches the counts.
+    pub fn add_row(&mut self, bytes: &[u8]) {
         let word = |b: &[u8]| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"));
-        for (n, b) in self.counts.iter_mut().zip(bytes.chunks_exact(BUCKET_BYTES)) {
+        let Some(counts) = bytes.get(COUNTS_AT..) else {
+            return;
+        };
+        self.sum_ns = self.sum_ns.wrapping_add(word(bytes));
+        for (n, b) in self.counts.iter_mut().zip(counts.chunks_exact(8)) {
             *n = n.wrapping_add(word(b));
-            self.sum_ns = self.sum_ns.wrapping_add(word(&b[8..]));
         }
     }
 
@@ -134,22 +140,27 @@ int main(void)
     #[test]
     fn buckets_are_exposed_as_powers_of_two_nanoseconds_then_inf() {
         let mut h = Hist::default();
+        // The sum (1000), the program's own words, which are not values,
+        // then count k in bucket k, then the padding.
         let mut cpu = Vec::new();
-        for k in 0..BUCKETS as u64 {
-            // count k, sum 10 (1000 in all), and the program's own words,
-            // which are not values.
-            for w in [k, 10 + 620 * u64::from(k == 7), u64::MAX, 7] {
-                cpu.extend_from_slice(&w.to_ne_bytes());
-            }
+        for w in [1000, u64::MAX, 7, 7, 7, 7, 7, 7] {
+            cpu.extend_from_slice(&w.to_ne_bytes());
         }
-        h.add_buckets(&cpu);
-        h.add_buckets(&cpu);
+        for k in 0..BUCKETS as u64 {
+            cpu.extend_from_slice(&k.to_ne_bytes());
+        }
+        cpu.resize(HIST_BYTES, 0xff);
+        h.add_row(&cpu);
+        h.add_row(&cpu);
         assert_eq!(h.counts[5], 10);
+        assert_eq!(h.counts[INF], 2 * INF as u64);
         assert_eq!(h.sum_ns, 2000);
-        // A cut-off row adds its whole buckets only.
+        // A cut-off row adds the counts it has; one without counts nothing.
         let mut part = Hist::default();
-        part.add_buckets(&cpu[..2 * BUCKET_BYTES + 12]);
-        assert_eq!((part.count(), part.sum_ns), (1, 20));
+        part.add_row(&cpu[..COUNTS_AT + 2 * 8 + 4]);
+        assert_eq!((part.count(), part.sum_ns), (1, 1000));
+        part.add_row(&cpu[..COUNTS_AT - 1]);
+        assert_eq!((part.count(), part.sum_ns), (1, 1000));
         assert_eq!(h.count(), 2 * (0..BUCKETS as u64).sum::<u64>());
         let b = h.buckets_seconds();
         assert_eq!(b.len(), BUCKETS);

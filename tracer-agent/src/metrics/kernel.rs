@@ -12,7 +12,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, OpenObject};
 
 use super::error::MetricsError;
-use super::hist::{Hist, BUCKETS, BUCKET_BYTES};
+use super::hist::{Hist, COUNTS_AT, HIST_BYTES};
 use super::parts::MetricParts;
 use crate::filter::FlowFilter;
 use crate::self_traffic::SelfTraffic;
@@ -27,10 +27,12 @@ use skel::types::{
 const DROP_REASONS: usize = std::mem::size_of::<nt_drops>() / 8;
 
 // The Rust reader's sizes are the C side's.
-// Buckets of a count, a sum and two words of the program's own; whole
-// cache lines, so that the rows of `hists` keep each bucket in one line.
-const _: () = assert!(std::mem::size_of::<nt_hist>() == BUCKETS * BUCKET_BYTES);
+// A line of the sum and the program's own words, then the counts; whole
+// cache lines, so that the rows of `hists` start on a line.
+const _: () = assert!(std::mem::size_of::<nt_hist>() == HIST_BYTES);
 const _: () = assert!(std::mem::size_of::<nt_hist>() % 64 == 0);
+const _: () = assert!(std::mem::offset_of!(nt_hist, count) == COUNTS_AT);
+const _: () = assert!(std::mem::offset_of!(nt_hist, sum_ns) == 0);
 const _: () = assert!(nt_metric_hook::NT_HOOK_MAX.0 as usize == super::names::HOOKS.len());
 const _: () = assert!(nt_metric_error::NT_MERR_MAX.0 as usize == super::names::ERRORS.len());
 const _: () = assert!(std::mem::size_of::<nt_hist_key>() == 16);
@@ -127,7 +129,7 @@ fn sum_words(per_cpu: &[Vec<u8>]) -> u64 {
 fn sum_hist(per_cpu: &[Vec<u8>]) -> Hist {
     let mut h = Hist::default();
     for cpu in per_cpu {
-        h.add_buckets(cpu);
+        h.add_row(cpu);
     }
     h
 }
@@ -154,7 +156,7 @@ impl MetricMaps {
                     .lookup(&key.to_ne_bytes(), MapFlags::ANY)
                     .map_err(map_err("hists"))?
                 {
-                    hist.add_buckets(&row);
+                    hist.add_row(&row);
                 }
             }
             if hist.count() > 0 {
@@ -278,11 +280,8 @@ impl<'obj> KernelMetrics<'obj> {
         let mut open = skel::MetricsSkelBuilder::default()
             .open(object)
             .map_err(MetricsError::Load)?;
-        // The hooks choose a REALTIME stamp's bucket with this value, then
-        // check it against the map's.
         let tai_written = tai_minus_realtime_s();
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-            ro.tai_offset_at_load = tai_written;
             ro.target_netns = cfg.target_netns;
             ro.sample_threshold = cfg.sample_threshold;
             ro.by_netns = u8::from(cfg.by_netns);
