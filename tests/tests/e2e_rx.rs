@@ -106,10 +106,18 @@ fn spawn_rx_agent(pair: &NetnsPair) -> Proc {
     agent
 }
 
-/// A TCP skb's range as the key of its stages.
-type Range = (u32, u32);
+/// A TCP skb's range as the key of its stages: offsets into the flow's
+/// byte stream from `base`, a sequence number the flow sent early on.
+/// Comparing raw sequence numbers is wrong for a flow of any length: the
+/// ISN is random, so the flow wraps 2^32 whenever it starts close to it.
+type Range = (i64, i64);
 
-/// Does `outer` contain `inner` (TCP sequence space, no wrap in a short test)?
+fn stream_range(base: u32, seq: u32, end_seq: u32) -> Range {
+    let at = |s: u32| i64::from(s.wrapping_sub(base) as i32);
+    (at(seq), at(end_seq))
+}
+
+/// Does `outer` contain `inner`?
 fn contains(outer: Range, inner: Range) -> bool {
     outer.0 <= inner.0 && inner.1 <= outer.1
 }
@@ -216,23 +224,25 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
     // Sequence ranges: seq < end_seq and, at stack entry, no two skbs of
     // the flow overlap (a retransmission would; none on an idle veth
     // beyond a rare tail-loss probe).
-    let mut ranges: Vec<Range> = entry.iter().map(|e| (e.seq, e.end_seq)).collect();
+    let base = entry.first().expect("stack-entry data skbs").seq;
+    let range = |e: &RxEvent| stream_range(base, e.seq, e.end_seq);
+    let mut ranges: Vec<Range> = entry.iter().map(range).collect();
     ranges.sort();
     assert!(ranges.iter().all(|r| r.0 < r.1), "{ranges:?}");
     let overlaps = ranges.windows(2).filter(|w| w[1].0 < w[0].1).count();
     assert!(overlaps <= 2, "{overlaps} overlapping skbs: {ranges:?}");
     // The skbs cover the 600,000 bytes sent (GRO may merge segments).
-    let bytes: u64 = ranges.iter().map(|r| u64::from(r.1 - r.0)).sum();
+    let bytes: i64 = ranges.iter().map(|r| r.1 - r.0).sum();
     assert!(bytes >= 600_000, "stack entry saw {bytes} bytes");
     // The stack-entry length covers the headers and payload of the skb.
-    assert!(entry.iter().all(|e| e.len >= e.end_seq - e.seq));
+    assert!(entry.iter().all(|e| e.len >= e.end_seq.wrapping_sub(e.seq)));
 
     // Per skb, in order: stack entry, TCP input, data ready, copy, read
     // done (mono stamps). Present for most skbs.
     let (mut complete, n) = (0usize, entry.len());
     for s in &entry {
-        let r = (s.seq, s.end_seq);
-        let Some(t) = input.iter().find(|t| (t.seq, t.end_seq) == r) else {
+        let r = range(s);
+        let Some(t) = input.iter().find(|t| range(t) == r) else {
             continue;
         };
         assert!(
@@ -243,17 +253,17 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
         let dr = ready
             .iter()
             .filter(|d| d.mono_ns >= t.mono_ns)
-            .find(|d| d.end_seq.wrapping_sub(r.1) as i32 >= 0);
+            .find(|d| range(d).1 >= r.1);
         // Copied from a receive-queue skb holding this range (TCP may have
         // coalesced it into its predecessor).
-        let c = copy.iter().find(|c| contains((c.seq, c.end_seq), r));
+        let c = copy.iter().find(|c| contains(range(c), r));
         let Some(c) = c else { continue };
         assert!(t.mono_ns <= c.mono_ns, "copy before TCP input: {t:?} {c:?}");
         // The read that took the skb's last byte ends after the copy.
         let rd = done
             .iter()
             .filter(|d| d.mono_ns >= c.mono_ns)
-            .find(|d| d.end_seq.wrapping_sub(r.1) as i32 >= 0);
+            .find(|d| range(d).1 >= r.1);
         if let (Some(dr), Some(_rd)) = (dr, rd) {
             assert!(dr.mono_ns >= t.mono_ns);
             complete += 1;
@@ -348,7 +358,7 @@ fn rx_stages_of_a_tcp_flow_between_namespaces() {
     };
     let file = &trace.files[0];
     let q = Query::default().filter(&format!(
-        "nettrace.rx.stage == 0 && nettrace.rx.dport == {PORT} && nettrace.rx.end_seq > nettrace.rx.seq"
+        "nettrace.rx.stage == 0 && nettrace.rx.dport == {PORT} && nettrace.rx.end_seq != nettrace.rx.seq"
     ));
     let rows = tshark
         .fields(
@@ -417,22 +427,24 @@ fn gro_merged_skbs_are_ranges() {
     let trace = tracer_e2e::pcap::read_dir(out.path());
     let mut entry = Vec::new();
     let mut input = Vec::new();
+    let mut base = None;
     for f in &trace.frames {
         let Event::Rx(e) = &f.event else { continue };
         let flow = e.flow();
         if flow.sport != client.port() || flow.dport != PORT || e.end_seq == e.seq {
             continue;
         }
+        let r = stream_range(*base.get_or_insert(e.seq), e.seq, e.end_seq);
         match e.stage() {
-            Some(RxStage::StackEntry) => entry.push((e.seq, e.end_seq)),
-            Some(RxStage::TcpInput) => input.push((e.seq, e.end_seq)),
+            Some(RxStage::StackEntry) => entry.push(r),
+            Some(RxStage::TcpInput) => input.push(r),
             _ => {}
         }
     }
     entry.sort();
-    let bytes: u64 = entry.iter().map(|r| u64::from(r.1 - r.0)).sum();
+    let bytes: i64 = entry.iter().map(|r| r.1 - r.0).sum();
     // The data plus the FIN.
-    assert!(bytes >= TOTAL as u64, "stack entry covers {bytes} bytes");
+    assert!(bytes >= TOTAL as i64, "stack entry covers {bytes} bytes");
     // A range overlaps the one before it only where the sender sent bytes
     // again: the kernel's own count of the flow's retransmitted segments
     // (the only TCP flow of the sender's namespace) bounds them, twice
@@ -680,4 +692,17 @@ fn connect_v6(s: std::os::fd::OwnedFd, port: u16) -> std::net::TcpStream {
     };
     assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
     std::net::TcpStream::from(s)
+}
+
+/// Ranges keep their order and length where the flow wraps 2^32.
+#[test]
+fn stream_ranges_across_the_sequence_wrap() {
+    let base = u32::MAX - 1000;
+    let before = stream_range(base, base, base.wrapping_add(1448));
+    let after = stream_range(base, base.wrapping_add(1448), 1448 - 1001 + 1448);
+    assert_eq!(before, (0, 1448));
+    assert_eq!(after, (1448, 2896));
+    assert!(contains((0, 2896), after));
+    // A retransmission of bytes before `base` stays before it.
+    assert_eq!(stream_range(base, base - 100, base), (-100, 0));
 }
