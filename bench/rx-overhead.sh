@@ -55,7 +55,9 @@
 #          sock_recv_length), the socket's protocol and cookie, and the
 #          TCP end_seq at sk_data_ready and sock_recv_length (-DREF_RECORD;
 #          not in the default MODES): the floor of a hook that ships the
-#          record the probe ships, without its filter, sampling or branches;
+#          record the probe ships, without its filter, sampling or branches,
+#          in the probes' ring layout (the rx hooks' records in one ring,
+#          kfree_skb's in a ring of its own, as the drops probe's);
 #   rcagent, clkagent  the record (clock) references with a tracing
 #          agent (every skb) and its sink running beside them, attached
 #          before it so that each runs first on its tracepoint; reported

@@ -70,7 +70,9 @@
  * end_seq the probe takes from the socket where there is no skb (rcv_nxt
  * at sk_data_ready, copied_seq at sock_recv_length): the floor of a hook
  * that ships the record the probe ships, with none of its filter,
- * sampling or branches.
+ * sampling or branches. Its records go where the probes' go: the five rx
+ * hooks' into one ring, kfree_skb's into a ring of its own (the drops
+ * probe's layout).
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -138,21 +140,48 @@ struct {
 	__type(value, struct ring_head);
 } ring_heads SEC(".maps");
 
-/* A slot of this CPU's ring with its header, clock and namespace written;
- * NULL beyond RING_CPUS. */
-static __always_inline RING_RECORD *ring_take(__u32 inum, __u64 *seq)
+#ifdef REF_RECORD
+/* The record reference's kfree_skb writes into a ring of its own, as the
+ * drops probe does (the rx probe's five hooks share theirs): at a hook that
+ * runs rarely, a ring the other hooks keep warm would make a lower floor
+ * than the probe's layout can reach. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RING_SLOTS * RING_CPUS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, RING_RECORD);
+} drops_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RING_CPUS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ring_head);
+} drops_heads SEC(".maps");
+#define ring_take_drops(inum, seq) ring_take_in(&drops_heads, &drops_slots, inum, seq)
+#else
+#define ring_take_drops(inum, seq) ring_take(inum, seq)
+#endif
+#define ring_take(inum, seq) ring_take_in(&ring_heads, &ring_slots, inum, seq)
+
+/* A slot of this CPU's ring (`heads`, `slots`: one of the rings above)
+ * with its header, clock and namespace written; NULL beyond RING_CPUS. */
+static __always_inline RING_RECORD *ring_take_in(void *heads, void *slots,
+						 __u32 inum, __u64 *seq)
 {
 	__u64 t = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id(), idx;
 	struct ring_head *h;
 	RING_RECORD *r;
 
-	h = bpf_map_lookup_elem(&ring_heads, &cpu);
+	h = bpf_map_lookup_elem(heads, &cpu);
 	if (!h)
 		return NULL;
 	*seq = __sync_fetch_and_add(&h->head, 1);
 	idx = cpu * RING_SLOTS + ((__u32)*seq & (RING_SLOTS - 1));
-	r = bpf_map_lookup_elem(&ring_slots, &idx);
+	r = bpf_map_lookup_elem(slots, &idx);
 	if (!r)
 		return NULL;
 	r->hdr.kind = RECORD_RX;
@@ -186,16 +215,16 @@ static __always_inline void rg_emit(__u32 inum)
 #endif
 
 /* The flow parsed from the packet's headers (with -DREF_RECORD, also the
- * skb's stamps when `stamps`). */
+ * skb's stamps when `stamps`), into the drops ring when `drop`. */
 static __always_inline void fl_emit_skb(__u32 inum, struct sk_buff *skb,
-					bool stamps)
+					bool stamps, bool drop)
 {
 	struct skb_flow f = {};
 	struct rx_record *r;
 	__u64 seq;
 
 	skb_flow_parse(skb, bpf_ntohs(skb->protocol), &f);
-	r = ring_take(inum, &seq);
+	r = drop ? ring_take_drops(inum, &seq) : ring_take(inum, &seq);
 	if (!r)
 		return;
 	r->family = f.family;
@@ -268,9 +297,9 @@ static __always_inline void fl_emit_sk(__u32 inum, const struct sock *sk,
 	}
 	ring_commit(r, seq);
 }
-#define BODY_SKB(ns, skb) fl_emit_skb(ns, skb, false)
+#define BODY_SKB(ns, skb) fl_emit_skb(ns, skb, false, true)
 #define BODY_SK(ns, sk) fl_emit_sk(ns, sk, NULL, false, FL_END_RCV_NXT)
-#define BODY_SKB_STAMP(ns, skb) fl_emit_skb(ns, skb, true)
+#define BODY_SKB_STAMP(ns, skb) fl_emit_skb(ns, skb, true, false)
 #define BODY_SK_STAMP(ns, sk, skb) fl_emit_sk(ns, sk, skb, false, FL_END_NONE)
 #define BODY_SK_COPY(ns, sk, skb) fl_emit_sk(ns, sk, skb, true, FL_END_NONE)
 #define BODY_SK_READ(ns, sk) fl_emit_sk(ns, sk, NULL, true, FL_END_COPIED)
