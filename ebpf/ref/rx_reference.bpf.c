@@ -119,47 +119,36 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 #define RING_SLOTS 32768
 #define RING_CPUS 16
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RING_SLOTS * RING_CPUS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, RING_RECORD);
-} ring_slots SEC(".maps");
-
 /* One head per CPU in lines of its own, as slot_ring.h lays them out. */
 struct ring_head {
 	__u64 head;
 } __attribute__((aligned(64)));
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RING_CPUS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct ring_head);
-} ring_heads SEC(".maps");
+/* A ring: its slots and its per-CPU heads, mmapable as the probes' are. */
+#define RING_MAPS(slots, heads)						\
+	struct {							\
+		__uint(type, BPF_MAP_TYPE_ARRAY);			\
+		__uint(max_entries, RING_SLOTS * RING_CPUS);		\
+		__uint(map_flags, BPF_F_MMAPABLE);			\
+		__type(key, __u32);					\
+		__type(value, RING_RECORD);				\
+	} slots SEC(".maps");						\
+	struct {							\
+		__uint(type, BPF_MAP_TYPE_ARRAY);			\
+		__uint(max_entries, RING_CPUS);				\
+		__uint(map_flags, BPF_F_MMAPABLE);			\
+		__type(key, __u32);					\
+		__type(value, struct ring_head);			\
+	} heads SEC(".maps")
+
+RING_MAPS(ring_slots, ring_heads);
 
 #ifdef REF_RECORD
 /* The record reference's kfree_skb writes into a ring of its own, as the
  * drops probe does (the rx probe's five hooks share theirs): at a hook that
  * runs rarely, a ring the other hooks keep warm would make a lower floor
  * than the probe's layout can reach. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RING_SLOTS * RING_CPUS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, RING_RECORD);
-} drops_slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RING_CPUS);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct ring_head);
-} drops_heads SEC(".maps");
+RING_MAPS(drops_slots, drops_heads);
 #define ring_take_drops(inum, seq) ring_take_in(&drops_heads, &drops_slots, inum, seq)
 #else
 #define ring_take_drops(inum, seq) ring_take(inum, seq)
